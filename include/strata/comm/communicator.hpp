@@ -1,0 +1,53 @@
+#pragma once
+// The one interface every synchronizer is written against. Backends (mpi, loopback, and
+// nccl on GPUs) model it; nothing above this layer knows which one it talks to.
+#include <concepts>
+#include <cstddef>
+#include <span>
+#include <string_view>
+#include <type_traits>
+
+namespace strata {
+
+/// Element types every backend moves and sums.
+template <class T>
+concept Element = std::same_as<T, float> || std::same_as<T, double>;
+
+/// Point-to-point and collective operations over one group of ranks.
+///
+/// Non-blocking calls return a `request`; the operation's buffers must stay untouched until
+/// `wait` returns. Messages between one pair of ranks with one tag arrive in send order.
+/// Collectives must be called in the same order on every rank.
+template <class C>
+concept Communicator = requires(C& c, const C& cc, std::span<float> f, std::span<const float> cf, std::span<double> d,
+                                std::span<const double> cd, std::span<std::byte> b, int peer, int tag,
+                                typename C::request& r) {
+  { cc.rank() } -> std::same_as<int>;
+  { cc.size() } -> std::same_as<int>;
+  { cc.backend_name() } -> std::convertible_to<std::string_view>;
+  { c.isend(cf, peer, tag) } -> std::same_as<typename C::request>;
+  { c.isend(cd, peer, tag) } -> std::same_as<typename C::request>;
+  { c.irecv(f, peer, tag) } -> std::same_as<typename C::request>;
+  { c.irecv(d, peer, tag) } -> std::same_as<typename C::request>;
+  { c.iallreduce_sum(f) } -> std::same_as<typename C::request>;  // in place
+  { c.iallreduce_sum(d) } -> std::same_as<typename C::request>;
+  c.wait(r);
+  c.broadcast(f, peer);   // from rank `peer`, blocking
+  c.broadcast(b, peer);
+  c.barrier();
+};
+
+}  // namespace strata
+
+namespace strata {
+
+/// A backend's context: one communicator per purpose over the same ranks, so traffic of
+/// one kind (a blocked collective) never stalls another (parameter-server requests).
+template <class X>
+concept CommContext = requires(X& x) {
+  requires Communicator<std::remove_reference_t<decltype(x.collectives())>>;
+  requires Communicator<std::remove_reference_t<decltype(x.parameter_server())>>;
+  requires Communicator<std::remove_reference_t<decltype(x.control())>>;
+};
+
+}  // namespace strata

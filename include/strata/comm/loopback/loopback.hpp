@@ -1,0 +1,217 @@
+#pragma once
+// The loopback backend: N ranks as N threads of one process, moving real bytes through
+// per-rank mailboxes. It exists for fast, deterministic unit tests of everything written
+// against the Communicator concept.
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <span>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "strata/comm/communicator.hpp"
+#include "strata/error.hpp"
+
+namespace strata::loopback {
+
+class communicator;
+
+/// The shared state of one group of ranks.
+class world {
+ public:
+  explicit world(int size) : boxes_(static_cast<std::size_t>(size)) {
+    if (size < 1) throw std::invalid_argument(fmt::format("loopback::world: size must be at least 1, got {}", size));
+  }
+  world(const world&) = delete;
+  world& operator=(const world&) = delete;
+
+  int size() const { return static_cast<int>(boxes_.size()); }
+  communicator rank(int r);
+
+  /// Wakes every waiting rank with an error: one rank failed, so nobody waits for it forever.
+  void abort(int failed_rank) {
+    for (auto& box : boxes_) {
+      std::lock_guard lock(box.mutex);
+      box.failed_rank = failed_rank;
+      box.ready.notify_all();
+    }
+  }
+
+ private:
+  friend class communicator;
+  struct mailbox {
+    std::mutex mutex;
+    std::condition_variable ready;
+    std::map<std::pair<int, int>, std::deque<std::vector<std::byte>>> queues;  // (source, tag) -> messages
+    int failed_rank = -1;
+  };
+
+  void deliver(int source, int dest, int tag, std::span<const std::byte> bytes) {
+    auto& box = boxes_[static_cast<std::size_t>(dest)];
+    {
+      std::lock_guard lock(box.mutex);
+      box.queues[{source, tag}].emplace_back(bytes.begin(), bytes.end());
+    }
+    box.ready.notify_all();
+  }
+
+  std::vector<std::byte> take(int dest, int source, int tag) {
+    auto& box = boxes_[static_cast<std::size_t>(dest)];
+    std::unique_lock lock(box.mutex);
+    auto& queue = box.queues[{source, tag}];
+    box.ready.wait(lock, [&] { return !queue.empty() || box.failed_rank >= 0; });
+    if (queue.empty())
+      throw comm_error(fmt::format("loopback rank {}: gave up receiving from rank {} (tag {}) because rank {} failed", dest,
+                                   source, tag, box.failed_rank));
+    std::vector<std::byte> message = std::move(queue.front());
+    queue.pop_front();
+    return message;
+  }
+
+  std::deque<mailbox> boxes_;  // deque: mailboxes hold a mutex and never move
+};
+
+/// One rank's view of a loopback world.
+class communicator {
+ public:
+  /// Sends complete at once (the bytes are copied); receives complete in wait().
+  struct request {
+    std::function<void()> complete;
+  };
+
+  int rank() const { return rank_; }
+  int size() const { return world_->size(); }
+  std::string_view backend_name() const { return "loopback"; }
+
+  template <Element T>
+  request isend(std::span<const T> data, int dest, int tag) {
+    world_->deliver(rank_, dest, tag, std::as_bytes(data));
+    return {};
+  }
+
+  template <Element T>
+  request irecv(std::span<T> data, int source, int tag) {
+    return {[this, data, source, tag] { receive_into(std::as_writable_bytes(data), source, tag); }};
+  }
+
+  /// Sums in rank order on every rank, so all ranks get bitwise-identical results.
+  template <Element T>
+  request iallreduce_sum(std::span<T> data) {
+    for (int r = 0; r < size(); ++r)
+      if (r != rank_) world_->deliver(rank_, r, allreduce_tag, std::as_bytes(std::span<const T>(data)));
+    return {[this, data] {
+      std::vector<T> sum(data.size(), T{});
+      std::vector<T> incoming(data.size());
+      for (int r = 0; r < size(); ++r) {
+        const T* contribution = data.data();
+        if (r != rank_) {
+          receive_into(std::as_writable_bytes(std::span<T>(incoming)), r, allreduce_tag);
+          contribution = incoming.data();
+        }
+        for (std::size_t i = 0; i < data.size(); ++i) sum[i] += contribution[i];
+      }
+      std::copy(sum.begin(), sum.end(), data.begin());
+    }};
+  }
+
+  void wait(request& r) {
+    if (r.complete) std::exchange(r.complete, {})();
+  }
+
+  template <class T>
+  void broadcast(std::span<T> data, int root) {
+    if (rank_ == root) {
+      for (int r = 0; r < size(); ++r)
+        if (r != root) world_->deliver(rank_, r, broadcast_tag, std::as_bytes(std::span<const T>(data)));
+    } else {
+      receive_into(std::as_writable_bytes(data), root, broadcast_tag);
+    }
+  }
+
+  void barrier() {
+    std::byte token{};
+    for (int r = 0; r < size(); ++r)
+      if (r != rank_) world_->deliver(rank_, r, barrier_tag, {&token, 1});
+    for (int r = 0; r < size(); ++r)
+      if (r != rank_) receive_into({&token, 1}, r, barrier_tag);
+  }
+
+ private:
+  friend class world;
+  // Collectives use reserved negative tags; per-pair FIFO order keeps successive calls apart.
+  static constexpr int allreduce_tag = -1, broadcast_tag = -2, barrier_tag = -3;
+
+  communicator(world& w, int rank) : world_(&w), rank_(rank) {}
+
+  void receive_into(std::span<std::byte> out, int source, int tag) {
+    std::vector<std::byte> message = world_->take(rank_, source, tag);
+    if (message.size() != out.size())
+      throw comm_error(fmt::format("loopback rank {}: message from rank {} (tag {}) has {} bytes, the receive expects {}",
+                                   rank_, source, tag, message.size(), out.size()));
+    std::memcpy(out.data(), message.data(), message.size());
+  }
+
+  world* world_;
+  int rank_;
+};
+
+inline communicator world::rank(int r) {
+  if (r < 0 || r >= size()) throw std::out_of_range(fmt::format("loopback::world: rank {} outside [0, {})", r, size()));
+  return communicator(*this, r);
+}
+
+/// One rank's communicators, one per purpose (see CommContext).
+class context {
+ public:
+  context(world& collectives, world& parameter_server, world& control, int rank)
+      : collectives_(collectives.rank(rank)), parameter_server_(parameter_server.rank(rank)), control_(control.rank(rank)) {}
+  int rank() const { return control_.rank(); }
+  int size() const { return control_.size(); }
+  communicator& collectives() { return collectives_; }
+  communicator& parameter_server() { return parameter_server_; }
+  communicator& control() { return control_; }
+
+ private:
+  communicator collectives_, parameter_server_, control_;
+};
+
+/// Runs `body(context&)` on `size` threads, one per rank, and rethrows the first failure
+/// after every thread has finished (a failing rank releases the others).
+template <class Body>
+void run(int size, Body body) {
+  world collectives(size), parameter_server(size), control(size);
+  world* worlds[] = {&collectives, &parameter_server, &control};
+  std::vector<std::exception_ptr> failures(static_cast<std::size_t>(size));
+  std::atomic<int> first_failure{-1};  // the cause; later failures are its consequences
+  {
+    std::vector<std::jthread> threads;
+    for (int r = 0; r < size; ++r)
+      threads.emplace_back([&, r] {
+        try {
+          context c(collectives, parameter_server, control, r);
+          body(c);
+        } catch (...) {
+          failures[static_cast<std::size_t>(r)] = std::current_exception();
+          int none = -1;
+          if (first_failure.compare_exchange_strong(none, r))
+            for (world* w : worlds) w->abort(r);
+        }
+      });
+  }
+  if (first_failure >= 0) std::rethrow_exception(failures[static_cast<std::size_t>(first_failure.load())]);
+}
+
+static_assert(Communicator<communicator> && CommContext<context>);
+
+}  // namespace strata::loopback

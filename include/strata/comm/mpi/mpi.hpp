@@ -1,0 +1,187 @@
+#pragma once
+// The MPI backend (CPU transport; OpenMPI is the launcher).
+//
+// Threading: strata's executor runs collectives on a background thread while the training
+// thread (and, for the parameter server, server threads) may call MPI too, so the context
+// requests MPI_THREAD_MULTIPLE and refuses to run with less. Each purpose gets its own
+// duplicated communicator, so traffic of one kind can never match or block another's.
+#include <climits>
+#include <optional>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+// strata uses MPI's C interface only; skip the deprecated C++ bindings (and their library).
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include "strata/comm/communicator.hpp"
+#include "strata/error.hpp"
+
+namespace strata::mpi {
+
+/// Throws comm_error naming the call and MPI's own explanation when `code` is not success.
+inline void check(int code, std::string_view call, int rank = -1) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  throw comm_error(fmt::format("{} failed on rank {}: {}", call, rank, std::string_view(text, static_cast<std::size_t>(length))));
+}
+
+template <class T>
+MPI_Datatype datatype();
+template <>
+inline MPI_Datatype datatype<float>() { return MPI_FLOAT; }
+template <>
+inline MPI_Datatype datatype<double>() { return MPI_DOUBLE; }
+template <>
+inline MPI_Datatype datatype<std::byte>() { return MPI_BYTE; }
+
+/// One MPI communicator (not owning: the context owns and frees them).
+class communicator {
+ public:
+  /// Plain MPI request; MPI_REQUEST_NULL once complete.
+  struct request {
+    MPI_Request handle = MPI_REQUEST_NULL;
+  };
+
+  communicator(MPI_Comm comm, std::string_view purpose) : comm_(comm), purpose_(purpose) {
+    check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+  }
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  std::string_view backend_name() const { return "mpi"; }
+  std::string_view purpose() const { return purpose_; }
+  MPI_Comm native_handle() const { return comm_; }
+
+  template <class T>
+  request isend(std::span<const T> data, int dest, int tag) {
+    request r;
+    check(MPI_Isend(data.data(), count(data.size()), datatype<T>(), dest, tag, comm_, &r.handle), "MPI_Isend", rank_);
+    return r;
+  }
+
+  template <class T>
+  request irecv(std::span<T> data, int source, int tag) {
+    request r;
+    check(MPI_Irecv(data.data(), count(data.size()), datatype<T>(), source, tag, comm_, &r.handle), "MPI_Irecv", rank_);
+    return r;
+  }
+
+  template <Element T>
+  request iallreduce_sum(std::span<T> data) {
+    request r;
+    check(MPI_Iallreduce(MPI_IN_PLACE, data.data(), count(data.size()), datatype<T>(), MPI_SUM, comm_, &r.handle),
+          "MPI_Iallreduce", rank_);
+    return r;
+  }
+
+  void wait(request& r) { check(MPI_Wait(&r.handle, MPI_STATUS_IGNORE), "MPI_Wait", rank_); }
+
+  template <class T>
+  void broadcast(std::span<T> data, int root) {
+    check(MPI_Bcast(data.data(), count(data.size()), datatype<T>(), root, comm_), "MPI_Bcast", rank_);
+  }
+
+  void barrier() { check(MPI_Barrier(comm_), "MPI_Barrier", rank_); }
+
+ private:
+  int count(std::size_t n) const {
+    if (n > static_cast<std::size_t>(INT_MAX))
+      throw comm_error(fmt::format("rank {}: {} elements exceed MPI's int count; split the buffer", rank_, n));
+    return static_cast<int>(n);
+  }
+
+  MPI_Comm comm_;
+  std::string_view purpose_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+static_assert(Communicator<communicator>);
+
+/// Owns MPI's lifetime and one duplicated communicator per purpose.
+///
+/// If MPI is already initialized (a test harness, a host application), the context uses it
+/// and leaves finalization to its owner.
+class context {
+ public:
+  context(int& argc, char**& argv) { init(&argc, &argv); }
+  context() { init(nullptr, nullptr); }
+  context(const context&) = delete;
+  context& operator=(const context&) = delete;
+
+  ~context() {
+    for (MPI_Comm& c : owned_) MPI_Comm_free(&c);
+    if (owns_mpi_) MPI_Finalize();
+  }
+
+  int rank() const { return world_->rank(); }
+  int size() const { return world_->size(); }
+  /// Rank among the processes on this machine (picks the GPU on GPU backends).
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
+
+  /// Dense gradient collectives.
+  communicator& collectives() { return *collectives_; }
+  /// Parameter-server requests and replies.
+  communicator& parameter_server() { return *parameter_server_; }
+  /// Start-up handshakes, barriers, checkpoints.
+  communicator& control() { return *world_; }
+
+ private:
+  void init(int* argc, char*** argv) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    int provided = 0;
+    if (initialized) {
+      MPI_Query_thread(&provided);
+    } else {
+      check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+      owns_mpi_ = true;
+    }
+    if (provided < MPI_THREAD_MULTIPLE)
+      throw comm_error("this MPI library does not provide MPI_THREAD_MULTIPLE, which strata needs to communicate on a "
+                       "background thread; use an MPI built with thread support (OpenMPI: --enable-mpi-thread-multiple)");
+    world_.emplace(dup(MPI_COMM_WORLD), "control");
+    collectives_.emplace(dup(MPI_COMM_WORLD), "collectives");
+    parameter_server_.emplace(dup(MPI_COMM_WORLD), "parameter_server");
+    MPI_Comm node = MPI_COMM_NULL;
+    check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+    owned_.push_back(node);
+    check(MPI_Comm_rank(node, &local_rank_), "MPI_Comm_rank");
+    check(MPI_Comm_size(node, &local_size_), "MPI_Comm_size");
+  }
+
+  MPI_Comm dup(MPI_Comm from) {
+    MPI_Comm c = MPI_COMM_NULL;
+    check(MPI_Comm_dup(from, &c), "MPI_Comm_dup");
+    // Errors come back as return codes, which check() turns into exceptions with context.
+    check(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    owned_.push_back(c);
+    return c;
+  }
+
+  bool owns_mpi_ = false;
+  std::vector<MPI_Comm> owned_;
+  std::optional<communicator> world_, collectives_, parameter_server_;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+};
+
+static_assert(CommContext<context>);
+
+}  // namespace strata::mpi

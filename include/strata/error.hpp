@@ -1,0 +1,34 @@
+#pragma once
+// Exceptions strata throws. Each message names what failed (variable, rank, call) and,
+// where it can, what to change.
+#include <stdexcept>
+#include <string>
+
+namespace strata {
+
+/// Base of every strata error.
+class error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A variable bound with memory that does not fit its declaration, or a name used twice.
+class binding_error : public error {
+ public:
+  using error::error;
+};
+
+/// An executor used out of order: a gradient marked ready twice, a step with gradients
+/// missing.
+class usage_error : public error {
+ public:
+  using error::error;
+};
+
+/// A communication library call failed.
+class comm_error : public error {
+ public:
+  using error::error;
+};
+
+}  // namespace strata

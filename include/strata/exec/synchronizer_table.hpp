@@ -1,0 +1,42 @@
+#pragma once
+// Which synchronizer implements a strategy on a backend: one partial specialization per
+// supported combination. Everything else lands on the primary template, whose error names
+// the strategy and the backend.
+#include "strata/comm/communicator.hpp"
+#include "strata/optim/optimizer.hpp"
+#include "strata/strategy/strategy.hpp"
+#include "strata/sync/dense_allreduce.hpp"
+
+namespace strata {
+
+namespace diagnostic {
+// Incomplete on purpose: the compiler prints both arguments when it is used.
+template <class Strategy, class Backend>
+struct no_synchronizer_for_strategy_on_backend;
+}  // namespace diagnostic
+
+namespace detail {
+template <class...>
+inline constexpr bool always_false = false;
+}
+
+template <CanonicalStrategy S, Communicator C, Optimizer O>
+struct synchronizer_for {
+  static_assert(detail::always_false<S, C>,
+                "strata has no synchronizer for this strategy on this backend yet; the incomplete type "
+                "diagnostic::no_synchronizer_for_strategy_on_backend<Strategy, Backend> below names both. The supported "
+                "combinations are listed in docs/compatibility.md");
+  using type = decltype(sizeof(diagnostic::no_synchronizer_for_strategy_on_backend<S, C>));
+};
+
+/// Replicate + AllReduce<Native | Ring>, dense, uncompressed: bucketed data parallelism.
+template <CanonicalStrategy S, Communicator C, Optimizer O>
+  requires sync::DenseAllReduceStrategy<S>
+struct synchronizer_for<S, C, O> {
+  using type = sync::dense_allreduce_synchronizer<typename S::collective::algorithm, C, O>;
+};
+
+template <CanonicalStrategy S, Communicator C, Optimizer O>
+using synchronizer_t = typename synchronizer_for<S, C, O>::type;
+
+}  // namespace strata

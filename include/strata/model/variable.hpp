@@ -1,0 +1,80 @@
+#pragma once
+// A variable binds the user's own parameter and gradient memory, with a run-time shape and
+// a compile-time strategy and rank.
+#include <array>
+#include <cstddef>
+#include <functional>
+#include <numeric>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "strata/error.hpp"
+#include "strata/strategy/canonical_string.hpp"
+
+namespace strata {
+
+/// What every synchronizer sees of a variable, whatever its strategy.
+struct variable_binding {
+  std::string name;
+  std::vector<std::size_t> shape;
+  std::span<float> param;
+  std::span<float> grad;
+  std::string strategy;  ///< canonical string
+
+  std::size_t elements() const { return param.size(); }
+  std::size_t bytes() const { return param.size() * sizeof(float); }
+};
+
+/// Handle of a variable inside a model, in declaration order.
+struct variable_id {
+  std::size_t index;
+  friend bool operator==(variable_id, variable_id) = default;
+};
+
+/// A declared variable, before it joins a model. Rank is static so that rank-dependent
+/// rules (partition axis, low-rank compression) are checked at compile time.
+template <CanonicalStrategy S, std::size_t Rank>
+struct variable_declaration {
+  using strategy = S;
+  variable_binding binding;
+};
+
+namespace detail {
+template <CanonicalStrategy S, std::size_t Rank>
+consteval bool check_rank_rules() {
+  constexpr strategy_descriptor d = S::descriptor;
+  static_assert(!d.partitioned() || static_cast<std::size_t>(d.partition_axis) < Rank,
+                "PartitionAxisInRange: Partition<Axis> names an axis the variable does not have; Axis must be less "
+                "than the number of dimensions");
+  static_assert(d.codec != codec_kind::powersgd || Rank == 2,
+                "PowerSGDNeedsMatrix: Compress<PowerSGD<R>> factorizes 2-D gradients; use it for weight matrices and "
+                "leave vectors and biases uncompressed");
+  return true;
+}
+}  // namespace detail
+
+/// Declares a variable with strategy `S`, e.g.
+/// `variable<Dense>("fc1.weight", w, gw, {256, 784})`.
+/// Throws binding_error, naming the variable, when a buffer does not hold exactly the
+/// shape's number of elements.
+template <CanonicalStrategy S, std::size_t Rank>
+variable_declaration<S, Rank> variable(std::string name, std::span<float> param, std::span<float> grad,
+                                       const std::size_t (&shape)[Rank]) {
+  static_assert(detail::check_rank_rules<S, Rank>());
+  const std::size_t elements = std::accumulate(shape, shape + Rank, std::size_t{1}, std::multiplies<>());
+  auto check = [&](std::span<float> buffer, std::string_view what) {
+    if (buffer.size() != elements)
+      throw binding_error(fmt::format("variable \"{}\": the {} buffer holds {} floats but shape [{}] needs {}; bind a "
+                                      "buffer of exactly that size",
+                                      name, what, buffer.size(), fmt::join(shape, ", "), elements));
+  };
+  check(param, "parameter");
+  check(grad, "gradient");
+  return {variable_binding{std::move(name), std::vector<std::size_t>(shape, shape + Rank), param, grad, strategy_name<S>()}};
+}
+
+}  // namespace strata

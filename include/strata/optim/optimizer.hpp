@@ -1,0 +1,22 @@
+#pragma once
+#include <concepts>
+#include <cstdint>
+#include <span>
+
+#include "strata/optim/adam.hpp"
+#include "strata/optim/sgd.hpp"
+
+namespace strata {
+
+/// An optimizer owns no per-variable memory itself: it makes a state per variable and
+/// updates a parameter from its averaged gradient and that state.
+template <class O>
+concept Optimizer = std::copyable<O> && requires(const O& o, std::span<float> p, std::span<const float> g,
+                                                 typename O::state& s, std::size_t n, std::int64_t step) {
+  { o.make_state(n) } -> std::same_as<typename O::state>;
+  o.update(p, g, s, step);
+};
+
+static_assert(Optimizer<optim::sgd> && Optimizer<optim::adam>);
+
+}  // namespace strata

@@ -1,0 +1,47 @@
+#pragma once
+// Stochastic gradient descent with momentum, Nesterov momentum and L2 weight decay, with
+// PyTorch's semantics (momentum buffer starts at the first gradient, no dampening).
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "strata/config.hpp"
+
+namespace strata::optim {
+
+/// The per-element update, shared by host loops and device kernels.
+struct sgd_element {
+  float lr, momentum, weight_decay;
+  bool nesterov;
+
+  STRATA_HOST_DEVICE void operator()(float& param, float grad, float& velocity) const {
+    const float g = grad + weight_decay * param;
+    float direction = g;
+    if (momentum != 0.0f) {
+      velocity = momentum * velocity + g;
+      direction = nesterov ? g + momentum * velocity : velocity;
+    }
+    param -= lr * direction;
+  }
+};
+
+struct sgd {
+  float lr = 0.01f;
+  float momentum = 0.0f;
+  float weight_decay = 0.0f;
+  bool nesterov = false;
+
+  struct state {
+    std::vector<float> velocity;
+  };
+
+  state make_state(std::size_t elements) const { return {std::vector<float>(momentum != 0.0f ? elements : 0, 0.0f)}; }
+
+  void update(std::span<float> param, std::span<const float> grad, state& s, std::int64_t /*step*/) const {
+    const sgd_element op{lr, momentum, weight_decay, nesterov};
+    float unused = 0.0f;
+    for (std::size_t i = 0; i < param.size(); ++i) op(param[i], grad[i], s.velocity.empty() ? unused : s.velocity[i]);
+  }
+};
+
+}  // namespace strata::optim

@@ -1,0 +1,16 @@
+#pragma once
+// strata: distributed training strategies as types.
+//
+// The umbrella header: policies, strategies, the model, the executor and the CPU backends.
+#include "strata/comm/communicator.hpp"
+#include "strata/comm/loopback/loopback.hpp"
+#include "strata/comm/mpi/mpi.hpp"
+#include "strata/config.hpp"
+#include "strata/error.hpp"
+#include "strata/exec/executor.hpp"
+#include "strata/model/model.hpp"
+#include "strata/optim/optimizer.hpp"
+#include "strata/policy/policies.hpp"
+#include "strata/strategy/canonical_string.hpp"
+#include "strata/strategy/select.hpp"
+#include "strata/strategy/strategy.hpp"

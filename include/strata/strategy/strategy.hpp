@@ -1,0 +1,182 @@
+#pragma once
+// Strategy<Policies...>: policies in any order -> one canonical type per distinct strategy.
+//
+// Checks run in three levels, each naming its culprit:
+//   1. each policy static_asserts its own arguments (policy/*.hpp);
+//   2. the list: every type must be a policy, at most one per category;
+//   3. the combination: one named concept per rule in rules.hpp.
+#include <type_traits>
+
+#include "strata/detail/fixed_string.hpp"
+#include "strata/strategy/descriptor.hpp"
+#include "strata/strategy/rules.hpp"
+
+namespace strata {
+
+/// The one type all spellings of a strategy normalize to.
+template <class Placement, class PartitionPolicy, class Collective, class Compression, class ConsistencyPolicy,
+          class Gradient>
+struct canonical_strategy {
+  using placement = Placement;
+  using partition = PartitionPolicy;
+  using collective = Collective;
+  using compression = Compression;
+  using consistency = ConsistencyPolicy;
+  using gradient = Gradient;
+  static constexpr strategy_descriptor descriptor =
+      describe<Placement, PartitionPolicy, Collective, Compression, ConsistencyPolicy, Gradient>();
+};
+
+template <class S>
+inline constexpr bool is_canonical_strategy = false;
+template <class... Ps>
+inline constexpr bool is_canonical_strategy<canonical_strategy<Ps...>> = true;
+
+/// A type produced by Strategy<...>.
+template <class S>
+concept CanonicalStrategy = is_canonical_strategy<S>;
+
+// Level 3: one concept per cross-policy rule. The sentence sits in the failing expression so
+// the compiler prints it, and the "[with S = ...]" note shows the offending policies.
+template <class S>
+concept StaleConsistencyNeedsParameterServer =
+    rules::stale_consistency_needs_parameter_server(S::descriptor) ||
+    detail::unsatisfied<"Consistency<ASP> and Consistency<SSP<S>> need placement PS<N>">();
+template <class S>
+concept AllReduceNeedsReplicate = rules::allreduce_needs_replicate(S::descriptor) ||
+                                  detail::unsatisfied<"AllReduce<...> needs placement Replicate, not PS<N>">();
+template <class S>
+concept ReplicateNeedsAllReduce = rules::replicate_needs_allreduce(S::descriptor) ||
+                                  detail::unsatisfied<"placement Replicate needs an AllReduce<...>, not NoCollective">();
+template <class S>
+concept ShardedParameterServerNeedsPartition =
+    rules::sharded_parameter_server_needs_partition(S::descriptor) ||
+    detail::unsatisfied<"PS<N> with N > 1 needs Partition<Axis> to say how the variable is split">();
+template <class S>
+concept PartitionShardsFollowParameterServer =
+    rules::partition_shards_follow_parameter_server(S::descriptor) ||
+    detail::unsatisfied<"under PS<N> write Partition<Axis>; the shard count comes from PS<N>">();
+template <class S>
+concept SparseRowsPartitionByRows = rules::sparse_rows_partition_by_rows(S::descriptor) ||
+                                    detail::unsatisfied<"SparseRows variables can only be partitioned by rows: Partition<0>">();
+template <class S>
+concept LowRankCompressionNeedsDenseGradient =
+    rules::low_rank_compression_needs_dense_gradient(S::descriptor) ||
+    detail::unsatisfied<"Compress<PowerSGD<R>> needs dense gradients, not SparseRows">();
+template <class S>
+concept TopKNeedsDenseGradient = rules::top_k_needs_dense_gradient(S::descriptor) ||
+                                 detail::unsatisfied<"Compress<TopK<R>> needs dense gradients; SparseRows are sparse already">();
+
+/// A strategy that satisfies every rule.
+template <class S>
+concept ValidStrategy = CanonicalStrategy<S> && StaleConsistencyNeedsParameterServer<S> && AllReduceNeedsReplicate<S> &&
+                        ReplicateNeedsAllReduce<S> && ShardedParameterServerNeedsPartition<S> && PartitionShardsFollowParameterServer<S> &&
+                        SparseRowsPartitionByRows<S> && LowRankCompressionNeedsDenseGradient<S> &&
+                        TopKNeedsDenseGradient<S>;
+
+namespace diagnostic {
+// Incomplete on purpose: the compiler's "incomplete type" error spells out the arguments.
+template <class T>
+struct not_a_strata_policy;
+template <class Category, class... PoliciesOfThatCategory>
+struct more_than_one_policy_for_category;
+}  // namespace diagnostic
+
+namespace detail {
+
+template <class P>
+consteval bool check_is_policy() {
+  if constexpr (Policy<P>) {
+    return true;
+  } else {
+    static_assert(Policy<P>,
+                  "Strategy<...>: every argument must be a strata policy: Replicate, PS<N>, Partition<Axis>, "
+                  "AllReduce<Algorithm>, Compress<Codec>, Consistency<Model>, SparseRows");
+    return sizeof(diagnostic::not_a_strata_policy<P>) > 0;
+  }
+}
+
+template <class Category, class P>
+inline constexpr int in_category = std::is_same_v<category_of<P>, Category> ? 1 : 0;
+
+template <class Category, class... Ps>
+struct filter_category;  // -> diagnostic::more_than_one_policy_for_category<Category, matches...>
+template <class Category>
+struct filter_category<Category> {
+  using type = diagnostic::more_than_one_policy_for_category<Category>;
+};
+template <class Category, class P, class... Ps>
+struct filter_category<Category, P, Ps...> {
+  template <class... Ms>
+  static auto prepend(diagnostic::more_than_one_policy_for_category<Category, Ms...>*)
+      -> diagnostic::more_than_one_policy_for_category<Category, P, Ms...>;
+  using rest = typename filter_category<Category, Ps...>::type;
+  using type = std::conditional_t<in_category<Category, P> == 1, decltype(prepend(static_cast<rest*>(nullptr))), rest>;
+};
+
+template <class Category, class... Ps>
+consteval bool check_at_most_one() {
+  if constexpr ((in_category<Category, Ps> + ... + 0) <= 1) {
+    return true;
+  } else {
+    static_assert((in_category<Category, Ps> + ... + 0) <= 1,
+                  "Strategy<...>: at most one policy per category (placement, partition, collective, compression, "
+                  "consistency, gradient); the incomplete type below names the category and the competing policies");
+    return sizeof(typename filter_category<Category, Ps...>::type) > 0;
+  }
+}
+
+template <class Category, class Default, class... Ps>
+struct select_policy {
+  using type = Default;
+};
+template <class Category, class Default, class P, class... Ps>
+struct select_policy<Category, Default, P, Ps...>
+    : std::conditional_t<in_category<Category, P> == 1, std::type_identity<P>, select_policy<Category, Default, Ps...>> {
+};
+template <class Category, class Default, class... Ps>
+using select_t = typename select_policy<Category, Default, Ps...>::type;
+
+/// Replicated variables default to the library's own all-reduce; PS variables use none.
+template <class Placement>
+using default_collective = std::conditional_t<std::is_same_v<Placement, Replicate>, AllReduce<Native>, NoCollective>;
+
+template <class... Ps>
+struct make_strategy_from_policies {
+  using placement = select_t<category::placement, Replicate, Ps...>;
+  using type = canonical_strategy<placement, select_t<category::partition, Unpartitioned, Ps...>,
+                                  select_t<category::collective, default_collective<placement>, Ps...>,
+                                  select_t<category::compression, Compress<None>, Ps...>,
+                                  select_t<category::consistency, Consistency<BSP>, Ps...>,
+                                  select_t<category::gradient, DenseGradient, Ps...>>;
+  static_assert(StaleConsistencyNeedsParameterServer<type>);
+  static_assert(AllReduceNeedsReplicate<type>);
+  static_assert(ReplicateNeedsAllReduce<type>);
+  static_assert(ShardedParameterServerNeedsPartition<type>);
+  static_assert(PartitionShardsFollowParameterServer<type>);
+  static_assert(SparseRowsPartitionByRows<type>);
+  static_assert(LowRankCompressionNeedsDenseGradient<type>);
+  static_assert(TopKNeedsDenseGradient<type>);
+};
+
+template <class... Ps>
+struct make_strategy {
+  static_assert((check_is_policy<Ps>() && ...));
+};
+template <class... Ps>
+  requires(Policy<Ps> && ...)
+struct make_strategy<Ps...> {
+  static_assert(check_at_most_one<category::placement, Ps...>() && check_at_most_one<category::partition, Ps...>() &&
+                check_at_most_one<category::collective, Ps...>() && check_at_most_one<category::compression, Ps...>() &&
+                check_at_most_one<category::consistency, Ps...>() && check_at_most_one<category::gradient, Ps...>());
+  using type = typename make_strategy_from_policies<Ps...>::type;
+};
+
+}  // namespace detail
+
+/// A strategy: policies in any order, defaults filled in, validated, canonical.
+/// `Strategy<A, B>` and `Strategy<B, A>` are the same type.
+template <class... Policies>
+using Strategy = typename detail::make_strategy<Policies...>::type;
+
+}  // namespace strata

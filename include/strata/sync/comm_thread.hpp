@@ -1,0 +1,69 @@
+#pragma once
+// One background thread that runs communication jobs in submission order. Collectives
+// must be issued in the same order on every rank; a single FIFO thread guarantees that,
+// and lets them proceed while the training thread computes the rest of backward.
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+
+namespace strata::sync {
+
+class comm_thread {
+ public:
+  comm_thread() : worker_([this](std::stop_token stop) { run(stop); }) {}
+  comm_thread(const comm_thread&) = delete;
+  comm_thread& operator=(const comm_thread&) = delete;
+  ~comm_thread() {
+    worker_.request_stop();
+    wake_.notify_all();
+  }
+
+  /// Queues `job`; the future reports its completion or rethrows its exception.
+  std::future<void> submit(std::function<void()> job) {
+    std::packaged_task<void()> task(std::move(job));
+    std::future<void> done = task.get_future();
+    {
+      std::lock_guard lock(mutex_);
+      jobs_.push_back(std::move(task));
+    }
+    wake_.notify_one();
+    return done;
+  }
+
+  /// Seconds this thread has spent running jobs (read after their futures completed).
+  double busy_seconds() const {
+    std::lock_guard lock(mutex_);
+    return busy_seconds_;
+  }
+
+ private:
+  void run(std::stop_token stop) {
+    for (;;) {
+      std::packaged_task<void()> job;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return !jobs_.empty() || stop.stop_requested(); });
+        if (jobs_.empty()) return;  // stop requested and nothing left to run
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      const auto start = std::chrono::steady_clock::now();
+      job();
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+      std::lock_guard lock(mutex_);
+      busy_seconds_ += took.count();
+    }
+  }
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::packaged_task<void()>> jobs_;
+  double busy_seconds_ = 0.0;
+  std::jthread worker_;  // last: starts after, and joins before, the members it uses
+};
+
+}  // namespace strata::sync

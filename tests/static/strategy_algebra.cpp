@@ -1,0 +1,47 @@
+// The strategy algebra, checked entirely at compile time. Running the program does nothing.
+#include <type_traits>
+
+#include "strata/exec/synchronizer_table.hpp"
+#include "strata/strategy/strategy.hpp"
+
+using namespace strata;
+
+// Order does not matter; defaults are filled in; spelled-out defaults change nothing.
+static_assert(std::is_same_v<Strategy<Replicate, AllReduce<Ring>, Compress<FP16>>,
+                             Strategy<Compress<FP16>, AllReduce<Ring>, Replicate>>);
+static_assert(std::is_same_v<Strategy<PS<4>, Partition<0>, Consistency<SSP<3>>, SparseRows>,
+                             Strategy<SparseRows, Consistency<SSP<3>>, Partition<0>, PS<4>>>);
+static_assert(std::is_same_v<Strategy<>, Strategy<Replicate, AllReduce<Native>, Compress<None>, Consistency<BSP>,
+                                                  DenseGradient, Unpartitioned>>);
+static_assert(std::is_same_v<Strategy<Compress<FP16>>, Strategy<Compress<FP16, NoFeedback>>>);
+static_assert(!std::is_same_v<Strategy<Compress<FP16>>, Strategy<Compress<FP16, ErrorFeedback>>>);
+
+// The default collective follows the placement.
+static_assert(std::is_same_v<Strategy<>::collective, AllReduce<Native>>);
+static_assert(std::is_same_v<Strategy<PS<1>>::collective, NoCollective>);
+
+// Descriptors carry every number.
+using Sparse = Strategy<PS<4>, Partition<0>, Consistency<SSP<3>>, SparseRows>;
+static_assert(Sparse::descriptor.placement == placement_kind::ps && Sparse::descriptor.ps_shards == 4);
+static_assert(Sparse::descriptor.partition_axis == 0 && Sparse::descriptor.staleness == 3 && Sparse::descriptor.sparse_rows);
+using Lossy = Strategy<Compress<TopK<0.01>, ErrorFeedback>, AllReduce<Tree>>;
+static_assert(Lossy::descriptor.codec == codec_kind::topk && Lossy::descriptor.topk_ratio == 0.01);
+static_assert(Lossy::descriptor.error_feedback && Lossy::descriptor.collective == collective_kind::tree);
+static_assert(Strategy<Compress<PowerSGD<4>>>::descriptor.powersgd_rank == 4);
+
+// Every strategy formed through Strategy<...> is valid; hand-made canonical types that break
+// a rule fail exactly that rule's concept.
+static_assert(ValidStrategy<Sparse> && ValidStrategy<Lossy>);
+using ReplicateSSP = canonical_strategy<Replicate, Unpartitioned, AllReduce<Native>, Compress<None>, Consistency<SSP<2>>,
+                                        DenseGradient>;
+static_assert(!StaleConsistencyNeedsParameterServer<ReplicateSSP> && AllReduceNeedsReplicate<ReplicateSSP>);
+static_assert(!ValidStrategy<ReplicateSSP>);
+using PSWithRing =
+    canonical_strategy<PS<1>, Unpartitioned, AllReduce<Ring>, Compress<None>, Consistency<BSP>, DenseGradient>;
+static_assert(!AllReduceNeedsReplicate<PSWithRing> && StaleConsistencyNeedsParameterServer<PSWithRing>);
+
+// The executor table: which strategies the dense all-reduce synchronizer takes.
+static_assert(sync::DenseAllReduceStrategy<Strategy<>> && sync::DenseAllReduceStrategy<Strategy<AllReduce<Ring>>>);
+static_assert(!sync::DenseAllReduceStrategy<Sparse> && !sync::DenseAllReduceStrategy<Strategy<Compress<FP16>>>);
+
+int main() {}
