@@ -1,0 +1,194 @@
+// Data-parallel training of a 784-256-128-10 MLP on Fashion-MNIST with strata.
+//
+//   mpirun -np 2 ./fashion_mnist --epochs 10 --strategy "AllReduce<Ring>"
+//
+// Every rank shuffles the training set with the same seed and takes its slice of each
+// global batch; the executor averages gradients with the chosen all-reduce, overlapping
+// communication with backward, and applies SGD with momentum on every replica.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <range/v3/view/chunk.hpp>
+
+#include <strata/strata.hpp>
+
+#include "idx.hpp"
+#include "mlp.hpp"
+
+namespace {
+
+using Native = strata::Strategy<strata::AllReduce<strata::Native>>;
+using Ring = strata::Strategy<strata::AllReduce<strata::Ring>>;
+
+struct options {
+  std::string data = "/usr/share/datasets/fashion-mnist";
+  std::string strategy = "AllReduce<Ring>";
+  int epochs = 10;
+  int global_batch = 128;
+  int accumulation = 1;
+  float lr = 0.05f;
+  float momentum = 0.9f;
+  std::uint64_t seed = 1;
+  double bucket_mib = 25.0;
+  double first_bucket_mib = 1.0;
+  bool overlap = true;
+  long max_steps = -1;  // stop early (tests)
+  std::string save_params;
+  double min_accuracy = 0.0;
+};
+
+/// Cosine decay from the base rate to zero over the whole run.
+float learning_rate(const options& o, long step, long total_steps) {
+  const double progress = static_cast<double>(step) / static_cast<double>(std::max(total_steps, 1L));
+  return static_cast<float>(o.lr * 0.5 * (1.0 + std::cos(3.141592653589793 * progress)));
+}
+
+double sum_over_ranks(strata::mpi::context& ctx, double value) {
+  auto request = ctx.control().iallreduce_sum(std::span<double>(&value, 1));
+  ctx.control().wait(request);
+  return value;
+}
+
+template <class Strategy>
+int train(strata::mpi::context& ctx, const options& o) {
+  const int ranks = ctx.size(), rank = ctx.rank();
+  if (o.global_batch % (ranks * o.accumulation) != 0)
+    throw std::invalid_argument(fmt::format("--batch {} must be divisible by ranks x accumulation = {} x {}",
+                                            o.global_batch, ranks, o.accumulation));
+  const std::size_t micro_batch = static_cast<std::size_t>(o.global_batch / (ranks * o.accumulation));
+  const auto train_set = fashion_mnist::load(o.data, "train");
+  const auto test_set = fashion_mnist::load(o.data, "t10k");
+
+  fashion_mnist::mlp net;
+  net.init(o.seed);
+  strata::model<Strategy> model;
+  std::vector<strata::variable_id> ids;
+  for (auto& t : net.tensors()) {
+    if (t.shape.size() == 2)
+      ids.push_back(model.add(strata::variable<Strategy>(t.name, t.param, t.grad, {t.shape[0], t.shape[1]})));
+    else
+      ids.push_back(model.add(strata::variable<Strategy>(t.name, t.param, t.grad, {t.shape[0]})));
+  }
+  strata::executor_options eo;
+  eo.buckets = {.first_bucket_bytes = static_cast<std::size_t>(o.first_bucket_mib * (1 << 20)),
+                .bucket_bytes = static_cast<std::size_t>(o.bucket_mib * (1 << 20))};
+  eo.accumulation_steps = o.accumulation;
+  auto exec = strata::make_executor(ctx, model, strata::optim::sgd{.lr = o.lr, .momentum = o.momentum}, eo);
+  const std::function<void(std::size_t)> grad_ready = [&](std::size_t i) { exec.grad_ready(ids[i]); };
+  const std::function<void(std::size_t)> no_overlap;
+
+  const long steps_per_epoch = static_cast<long>(train_set.size()) / o.global_batch;  // drop the ragged tail
+  const long total_steps = o.max_steps >= 0 ? std::min(o.max_steps, steps_per_epoch * o.epochs) : steps_per_epoch * o.epochs;
+  if (rank == 0)
+    fmt::print("fashion_mnist: {} ranks, strategy {}, global batch {} ({} per rank x {} micro-batches), {} epochs\n",
+               ranks, strata::strategy_name<Strategy>(), o.global_batch, micro_batch * o.accumulation, o.accumulation,
+               o.epochs);
+
+  std::vector<std::size_t> order(train_set.size());
+  std::mt19937_64 shuffle_engine(o.seed);
+  std::vector<float> x(micro_batch * fashion_mnist::dataset::pixels);
+  std::vector<std::uint8_t> y(micro_batch);
+  long step = 0;
+  double accuracy = 0.0, seconds = 0.0;
+  int epochs_run = 0;
+  for (int epoch = 1; epoch <= o.epochs && step < total_steps; ++epoch, ++epochs_run) {
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::shuffle(order.begin(), order.end(), shuffle_engine);  // same engine and seed on every rank
+    const auto start = std::chrono::steady_clock::now();
+    double loss_sum = 0.0;
+    long batches = 0;
+    strata::sync_stats comm_before = exec.total();
+    for (auto batch : order | ranges::views::chunk(o.global_batch)) {
+      if (static_cast<int>(ranges::distance(batch)) < o.global_batch || step >= total_steps) break;
+      exec.optimizer().lr = learning_rate(o, step, total_steps);
+      for (int k = 0; k < o.accumulation; ++k) {
+        // This rank's micro-batch k: a contiguous slice of the global batch.
+        const std::size_t first = (static_cast<std::size_t>(rank) * o.accumulation + k) * micro_batch;
+        for (std::size_t i = 0; i < micro_batch; ++i) {
+          const std::size_t sample = batch[static_cast<long>(first + i)];
+          std::copy_n(train_set.images.begin() + static_cast<long>(sample * fashion_mnist::dataset::pixels),
+                      fashion_mnist::dataset::pixels, x.begin() + static_cast<long>(i * fashion_mnist::dataset::pixels));
+          y[i] = train_set.labels[sample];
+        }
+        loss_sum += net.forward_backward(x.data(), y.data(), micro_batch, o.overlap ? grad_ready : no_overlap);
+        exec.step();
+      }
+      ++batches;
+      ++step;
+    }
+    const double epoch_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    seconds += epoch_seconds;
+    const double loss = sum_over_ranks(ctx, loss_sum) / static_cast<double>(batches * o.accumulation * ranks);
+    accuracy = static_cast<double>(net.count_correct(test_set.images.data(), test_set.labels.data(), test_set.size())) /
+               static_cast<double>(test_set.size());
+    const strata::sync_stats& total = exec.total();
+    if (rank == 0)
+      fmt::print("epoch {:2d}  loss {:.4f}  test accuracy {:.2f}%  {:.0f} samples/s  {:.2f} s  (sync {:.2f} s, waited {:.2f} s, "
+                 "sent {:.1f} MiB)\n",
+                 epoch, loss, 100.0 * accuracy, static_cast<double>(batches * o.global_batch) / epoch_seconds, epoch_seconds,
+                 total.comm_seconds - comm_before.comm_seconds, total.wait_seconds - comm_before.wait_seconds,
+                 static_cast<double>(total.bytes_sent - comm_before.bytes_sent) / (1 << 20));
+    std::fflush(stdout);
+  }
+
+  if (rank == 0 && !o.save_params.empty()) {
+    std::ofstream out(o.save_params, std::ios::binary);
+    for (auto& t : net.tensors())
+      out.write(reinterpret_cast<const char*>(t.param.data()), static_cast<std::streamsize>(t.param.size_bytes()));
+    if (!out) throw std::runtime_error(fmt::format("could not write {}", o.save_params));
+  }
+  if (rank == 0)
+    fmt::print("summary: ranks={} strategy={} epochs={} steps={} test_accuracy={:.4f} seconds_per_epoch={:.3f} "
+               "sync_seconds={:.3f} wait_seconds={:.3f}\n",
+               ranks, strata::strategy_name<Strategy>(), epochs_run, step, accuracy, seconds / std::max(epochs_run, 1),
+               exec.total().comm_seconds, exec.total().wait_seconds);
+  if (accuracy < o.min_accuracy) {
+    if (rank == 0) fmt::print(stderr, "test accuracy {:.4f} is below --min-accuracy {:.4f}\n", accuracy, o.min_accuracy);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  strata::mpi::context ctx(argc, argv);
+  openblas_set_num_threads(1);  // one core per rank: ranks are the parallelism
+  options o;
+  CLI::App app{"Data-parallel Fashion-MNIST MLP with strata"};
+  app.add_option("--data", o.data, "directory with the IDX .gz files");
+  app.add_option("--strategy", o.strategy, "AllReduce<Ring> or AllReduce<Native> (any canonical spelling)");
+  app.add_option("--epochs", o.epochs)->check(CLI::PositiveNumber);
+  app.add_option("--batch", o.global_batch, "global batch, split over ranks")->check(CLI::PositiveNumber);
+  app.add_option("--accumulate", o.accumulation, "micro-batches per update")->check(CLI::PositiveNumber);
+  app.add_option("--lr", o.lr, "base learning rate (cosine decay to 0)");
+  app.add_option("--momentum", o.momentum);
+  app.add_option("--seed", o.seed);
+  app.add_option("--bucket-mib", o.bucket_mib, "fusion bucket size")->check(CLI::PositiveNumber);
+  app.add_option("--first-bucket-mib", o.first_bucket_mib, "first (small) bucket size")->check(CLI::PositiveNumber);
+  app.add_option("--overlap", o.overlap, "start each bucket's all-reduce during backward");
+  app.add_option("--max-steps", o.max_steps, "stop after this many updates");
+  app.add_option("--save-params", o.save_params, "rank 0 writes the final parameters here (raw float32)");
+  app.add_option("--min-accuracy", o.min_accuracy, "exit non-zero below this test accuracy");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return ctx.rank() == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 1);
+  }
+  try {
+    int status = 0;
+    strata::visit_strategy<Native, Ring>(o.strategy, [&]<class S>(std::type_identity<S>) { status = train<S>(ctx, o); });
+    return status;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "fashion_mnist (rank {}): {}\n", ctx.rank(), e.what());
+    return 1;
+  }
+}
