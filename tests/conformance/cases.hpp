@@ -52,11 +52,39 @@ void allreduce_sums_exactly(Context& ctx) {
   sync::allreduce<Algorithm, C, T> reduce(sync::allreduce_options{.ring_chunk_bytes = 3 * sizeof(T)});
   for (std::size_t n : awkward_sizes) {
     std::vector<T> data = contribution<T>(n, comm.rank());
-    reduce(comm, std::span<T>(data));
+    reduce(comm, sync::span_list<T>({std::span<T>(data)}), T{1});
     for (std::size_t i = 0; i < n; ++i)
       expect(data[i] == expected_sum<T>(i, comm.size()), "rank {}: n={} element {} is {}, expected {}", comm.rank(), n, i,
              data[i], expected_sum<T>(i, comm.size()));
   }
+}
+
+/// A bucket of several buffers (some empty, some tiny) averaged in place: each element ends
+/// as its sum times the scale.
+template <class Algorithm, CommContext Context>
+void allreduce_averages_buffer_lists(Context& ctx) {
+  auto& comm = ctx.collectives();
+  using C = std::remove_reference_t<decltype(comm)>;
+  sync::allreduce<Algorithm, C, float> reduce(sync::allreduce_options{.ring_chunk_bytes = 5 * sizeof(float), .ring_window = 2});
+  const std::vector<std::size_t> sizes = {3, 0, 17, 1, 0, 64, 2};
+  std::vector<std::vector<float>> buffers;
+  std::vector<std::span<float>> parts;
+  std::size_t start = 0;
+  for (std::size_t n : sizes) {
+    buffers.push_back(contribution<float>(start + n, comm.rank()));
+    buffers.back().erase(buffers.back().begin(), buffers.back().begin() + static_cast<long>(start));
+    start += n;
+  }
+  for (auto& b : buffers) parts.emplace_back(b);
+  const float scale = 0.25f;
+  reduce(comm, sync::span_list<float>(parts), scale);
+  std::size_t i = 0;
+  for (const auto& b : buffers)
+    for (float x : b) {
+      expect(x == expected_sum<float>(i, comm.size()) * scale, "rank {}: element {} is {}, expected {}", comm.rank(), i, x,
+             expected_sum<float>(i, comm.size()) * scale);
+      ++i;
+    }
 }
 
 /// FNV-1a over the bytes of a float buffer: compares replicas bitwise across ranks.

@@ -15,6 +15,11 @@ TEMPLATE_TEST_CASE("mpi: all-reduce sums exactly", "[mpi][allreduce]", float, do
   CHECK_NOTHROW(conformance::allreduce_sums_exactly<Native, TestType>(*context));
 }
 
+TEST_CASE("mpi: all-reduce averages a bucket of several buffers", "[mpi][allreduce]") {
+  CHECK_NOTHROW(conformance::allreduce_averages_buffer_lists<Ring>(*context));
+  CHECK_NOTHROW(conformance::allreduce_averages_buffer_lists<Native>(*context));
+}
+
 TEST_CASE("mpi: replicas stay bitwise identical", "[mpi][executor]") {
   CHECK_NOTHROW(conformance::replicas_stay_bitwise_identical<Ring>(*context));
   CHECK_NOTHROW(conformance::replicas_stay_bitwise_identical<Native>(*context));

@@ -17,7 +17,7 @@ TEST_CASE("buckets take variables in reverse order, the first one small", "[buck
   CHECK(buckets[1].elements == 80);
 }
 
-TEST_CASE("a variable larger than a bucket gets its own; every variable lands exactly once", "[buckets]") {
+TEST_CASE("a large variable closes its bucket; every variable lands exactly once", "[buckets]") {
   const std::vector<std::size_t> elements = {1, 1000, 1, 1, 5000, 2};
   const auto buckets = plan_buckets(elements, 4, {.first_bucket_bytes = 8, .bucket_bytes = 1000});
   std::vector<int> seen(elements.size(), 0);

@@ -31,6 +31,8 @@ concept Communicator = requires(C& c, const C& cc, std::span<float> f, std::span
   { c.irecv(d, peer, tag) } -> std::same_as<typename C::request>;
   { c.iallreduce_sum(f) } -> std::same_as<typename C::request>;  // in place
   { c.iallreduce_sum(d) } -> std::same_as<typename C::request>;
+  c.allreduce_sum(f);     // in place, blocking
+  c.allreduce_sum(d);
   c.wait(r);
   c.broadcast(f, peer);   // from rank `peer`, blocking
   c.broadcast(b, peer);

@@ -104,8 +104,8 @@ class executor<Context, model<Strategies...>, O> {
  private:
   template <class S>
   synchronizer_t<S, comm_type, O> make_synchronizer(Context& context, model_type& m) {
-    std::vector<variable_binding*> variables;
-    for (variable_id id : m.template ids_of<S>()) variables.push_back(&const_cast<variable_binding&>(m[id]));
+    std::vector<variable_binding> variables;
+    for (variable_id id : m.template ids_of<S>()) variables.push_back(m[id]);
     return {context.collectives(), std::move(variables), {options_.buckets, options_.allreduce}, optimizer_, *thread_};
   }
 

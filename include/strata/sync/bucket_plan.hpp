@@ -21,8 +21,9 @@ struct bucket_layout {
   std::size_t elements = 0;
 };
 
-/// Assigns variables of the given element counts to buckets. A bucket closes once it holds
-/// at least its capacity; a variable larger than that gets a bucket of its own.
+/// Assigns variables of the given element counts to buckets. A bucket closes as soon as it
+/// holds at least its capacity, so buckets never split a variable and a variable larger
+/// than the capacity closes the bucket it lands in.
 inline std::vector<bucket_layout> plan_buckets(std::span<const std::size_t> elements, std::size_t element_bytes,
                                                const bucket_options& options) {
   std::vector<bucket_layout> buckets;

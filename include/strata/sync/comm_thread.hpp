@@ -18,7 +18,10 @@ class comm_thread {
   comm_thread(const comm_thread&) = delete;
   comm_thread& operator=(const comm_thread&) = delete;
   ~comm_thread() {
-    worker_.request_stop();
+    {
+      std::lock_guard lock(mutex_);  // the worker checks the stop flag under this lock
+      worker_.request_stop();
+    }
     wake_.notify_all();
   }
 

@@ -125,6 +125,12 @@ class communicator {
     }};
   }
 
+  template <Element T>
+  void allreduce_sum(std::span<T> data) {
+    request r = iallreduce_sum(data);
+    wait(r);
+  }
+
   void wait(request& r) {
     if (r.complete) std::exchange(r.complete, {})();
   }

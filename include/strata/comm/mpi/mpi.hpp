@@ -89,6 +89,12 @@ class communicator {
     return r;
   }
 
+  template <Element T>
+  void allreduce_sum(std::span<T> data) {
+    check(MPI_Allreduce(MPI_IN_PLACE, data.data(), count(data.size()), datatype<T>(), MPI_SUM, comm_), "MPI_Allreduce",
+          rank_);
+  }
+
   void wait(request& r) { check(MPI_Wait(&r.handle, MPI_STATUS_IGNORE), "MPI_Wait", rank_); }
 
   template <class T>

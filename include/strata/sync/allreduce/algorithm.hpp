@@ -1,17 +1,21 @@
 #pragma once
-// The all-reduce algorithms, one specialization per AllReduce<Algorithm> policy. Each sums
-// a buffer in place over all ranks and reports the bytes this rank sent.
+// The all-reduce algorithms, one specialization per AllReduce<Algorithm> policy. Each
+// averages a fusion bucket (a list of gradient buffers) in place over all ranks.
+#include <algorithm>
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "strata/comm/communicator.hpp"
 #include "strata/policy/collective.hpp"
 #include "strata/sync/allreduce/ring.hpp"
+#include "strata/sync/span_list.hpp"
 
 namespace strata::sync {
 
 struct allreduce_options {
-  std::size_t ring_chunk_bytes = std::size_t{1} << 20;
+  std::size_t ring_chunk_bytes = std::size_t{256} << 10;
+  std::size_t ring_window = 4;  ///< chunks in flight each way
 };
 
 /// Bytes a bandwidth-optimal all-reduce sends per rank: 2(p-1)/p of the buffer.
@@ -19,30 +23,55 @@ inline std::size_t optimal_allreduce_bytes(std::size_t bytes, int ranks) {
   return ranks <= 1 ? 0 : 2 * (static_cast<std::size_t>(ranks) - 1) * bytes / static_cast<std::size_t>(ranks);
 }
 
+/// Averages a list of buffers in place over all ranks: the sum times `scale`. Returns the
+/// bytes this rank sent.
 template <class Algorithm, Communicator C, Element T>
 class allreduce;  // specialized below, one per algorithm
 
-/// The communication library's own all-reduce; bytes are the algorithmic estimate.
+/// The communication library's own all-reduce, which needs one contiguous buffer: a single
+/// buffer is reduced in place, several are staged through a copy. Bytes are the algorithmic
+/// estimate. It is the blocking call: it already runs on the communication thread, and
+/// MPI's blocking all-reduce is much faster than its non-blocking one.
 template <Communicator C, Element T>
 class allreduce<Native, C, T> {
  public:
   explicit allreduce(const allreduce_options&) {}
-  std::size_t operator()(C& comm, std::span<T> data) {
-    auto request = comm.iallreduce_sum(data);
-    comm.wait(request);
-    return optimal_allreduce_bytes(data.size_bytes(), comm.size());
+  std::size_t operator()(C& comm, const span_list<T>& data, T scale) {
+    std::span<T> buffer = contiguous(data);
+    comm.allreduce_sum(buffer);
+    if (data.parts().size() == 1) {
+      if (scale != T{1})
+        for (T& x : buffer) x *= scale;
+    } else {
+      data.for_each(0, data.size(), [&](std::size_t offset, std::span<T> s) {
+        for (std::size_t k = 0; k < s.size(); ++k) s[k] = staging_[offset + k] * scale;
+      });
+    }
+    return optimal_allreduce_bytes(data.size() * sizeof(T), comm.size());
   }
+
+ private:
+  std::span<T> contiguous(const span_list<T>& data) {
+    if (data.parts().size() == 1) return data.parts()[0];
+    staging_.resize(data.size());
+    data.for_each(0, data.size(), [&](std::size_t offset, std::span<T> s) { std::ranges::copy(s, staging_.begin() + offset); });
+    return staging_;
+  }
+
+  std::vector<T> staging_;
 };
 
-/// strata's chunked, pipelined ring.
+/// strata's chunked, pipelined ring, in place on the buffers (no staging copy).
 template <Communicator C, Element T>
 class allreduce<Ring, C, T> {
  public:
-  explicit allreduce(const allreduce_options& o) : chunk_elements_(o.ring_chunk_bytes / sizeof(T)) {}
-  std::size_t operator()(C& comm, std::span<T> data) { return ring_allreduce(comm, data, work_, chunk_elements_); }
+  explicit allreduce(const allreduce_options& o) : chunk_elements_(o.ring_chunk_bytes / sizeof(T)), window_(o.ring_window) {}
+  std::size_t operator()(C& comm, const span_list<T>& data, T scale) {
+    return ring_allreduce(comm, data, scale, work_, chunk_elements_, window_);
+  }
 
  private:
-  std::size_t chunk_elements_;
+  std::size_t chunk_elements_, window_;
   ring_workspace<C, T> work_;
 };
 

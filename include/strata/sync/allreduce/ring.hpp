@@ -1,14 +1,22 @@
 #pragma once
-// Ring all-reduce over point-to-point messages: a reduce-scatter, after which rank r holds
-// the full sum of one segment, then an all-gather of the summed segments. Each segment
-// travels in chunks, and a chunk is reduced while the next is still in flight. Every sum is
-// computed on exactly one rank and then copied, so all ranks end bitwise identical.
+// Ring all-reduce over point-to-point messages, chunked and pipelined, in place on a list
+// of buffers.
+//
+// The (virtual) buffer is cut into one segment per rank. In step t of 2(p-1) rank r sends
+// segment r-t to its right neighbour and receives segment r-t-1 from its left one: the
+// first p-1 steps add what arrives (reduce-scatter: afterwards rank r holds the full sum of
+// segment r+1, which it scales once), the rest store it (all-gather). What a rank sends in
+// step t+1 is exactly what it received in step t, so the operation is one stream of
+// chunks: each is forwarded as soon as it has arrived and been reduced, at most `window`
+// chunks in flight, which keeps the data being reduced in cache. Every result is computed
+// on exactly one rank and then copied, so all ranks end bitwise identical.
 #include <algorithm>
 #include <cstddef>
 #include <span>
 #include <vector>
 
 #include "strata/comm/communicator.hpp"
+#include "strata/sync/span_list.hpp"
 
 namespace strata::sync {
 
@@ -22,67 +30,115 @@ inline segment ring_segment(std::size_t n, int parts, int i) {
   return {k * base + std::min(k, extra), base + (k < extra ? 1 : 0)};
 }
 
-namespace detail {
-
-inline constexpr int ring_tag = 0x5254;  // "RT"
-
-/// Sends `out` to `right` and receives `in` from `left`, chunk by chunk; calls
-/// `received(begin, size)` for each chunk of `in` as soon as it has arrived.
-template <Communicator C, Element T, class OnChunk>
-void exchange_chunks(C& comm, std::span<const T> out, std::span<T> in, int right, int left, std::size_t chunk,
-                     std::vector<typename C::request>& requests, OnChunk received) {
-  requests.clear();
-  const std::size_t in_chunks = (in.size() + chunk - 1) / chunk;
-  for (std::size_t c = 0; c < in_chunks; ++c) {
-    const std::size_t begin = c * chunk;
-    requests.push_back(comm.irecv(in.subspan(begin, std::min(chunk, in.size() - begin)), left, ring_tag));
-  }
-  for (std::size_t begin = 0; begin < out.size(); begin += chunk)
-    requests.push_back(comm.isend(out.subspan(begin, std::min(chunk, out.size() - begin)), right, ring_tag));
-  for (std::size_t c = 0; c < in_chunks; ++c) {
-    comm.wait(requests[c]);
-    const std::size_t begin = c * chunk;
-    received(begin, std::min(chunk, in.size() - begin));
-  }
-  for (std::size_t i = in_chunks; i < requests.size(); ++i) comm.wait(requests[i]);
-}
-
-}  // namespace detail
-
-/// Reusable buffers of one ring, so repeated calls allocate nothing.
+/// Reusable state of one ring, so repeated calls allocate nothing once warm.
 template <Communicator C, Element T>
 struct ring_workspace {
-  std::vector<T> incoming;
-  std::vector<typename C::request> requests;
+  struct piece {
+    int step;
+    std::size_t chunk, begin, size;  // chunk index; absolute element range
+  };
+  struct request_range {
+    std::size_t first = 0, count = 0;
+  };
+  std::vector<T> slots;                       // `window` chunk-sized receive buffers
+  std::vector<piece> pieces;                  // every received chunk, in order
+  std::vector<std::size_t> first_piece;       // index of each step's first piece
+  std::vector<typename C::request> requests;  // all requests of one call
+  std::vector<request_range> received, forwarded, first_sends;
 };
 
-/// Sums `data` over all ranks in place; returns the bytes this rank sent.
+/// Averages `data` over all ranks in place: the sum times `scale` (1 for a plain sum).
+/// A chunk that spans several buffers travels as one message per buffer; the layout is
+/// the same on every rank. Returns the bytes this rank sent.
 template <Communicator C, Element T>
-std::size_t ring_allreduce(C& comm, std::span<T> data, ring_workspace<C, T>& work, std::size_t chunk_elements) {
+std::size_t ring_allreduce(C& comm, const span_list<T>& data, T scale, ring_workspace<C, T>& work,
+                           std::size_t chunk_elements, std::size_t window) {
   const int p = comm.size(), r = comm.rank();
-  if (p == 1 || data.empty()) return 0;
-  const int right = (r + 1) % p, left = (r + p - 1) % p;
-  const std::size_t chunk = std::max<std::size_t>(chunk_elements, 1);
-  auto seg = [&](int i) {
-    const segment s = ring_segment(data.size(), p, (i % p + p) % p);
-    return data.subspan(s.begin, s.size);
-  };
-  work.incoming.resize(ring_segment(data.size(), p, 0).size);  // segment 0 is the largest
-  std::size_t sent = 0;
+  const std::size_t n = data.size();
+  if (p == 1) {
+    if (scale != T{1})
+      data.for_each(0, n, [&](std::size_t, std::span<T> s) { std::ranges::for_each(s, [&](T& x) { x *= scale; }); });
+    return 0;
+  }
+  if (n == 0) return 0;
+  constexpr int tag_base = 0x5254;  // + step: the chunks of one step arrive in order
+  const int right = (r + 1) % p, left = (r + p - 1) % p, steps = 2 * (p - 1);
+  const std::size_t chunk = std::max<std::size_t>(chunk_elements, 1), slots = std::max<std::size_t>(window, 1);
+  auto segment_of = [&](int i) { return ring_segment(n, p, ((i % p) + p) % p); };
 
-  for (int step = 0; step < p - 1; ++step) {  // reduce-scatter
-    std::span<T> out = seg(r - step), target = seg(r - step - 1);
-    std::span<T> in(work.incoming.data(), target.size());
-    detail::exchange_chunks<C, T>(comm, out, in, right, left, chunk, work.requests, [&](std::size_t b, std::size_t n) {
-      for (std::size_t i = b; i < b + n; ++i) target[i] += in[i];
+  using piece = typename ring_workspace<C, T>::piece;
+  using range = typename ring_workspace<C, T>::request_range;
+  work.pieces.clear();
+  work.first_piece.clear();
+  for (int step = 0; step < steps; ++step) {
+    work.first_piece.push_back(work.pieces.size());
+    const segment s = segment_of(r - step - 1);
+    for (std::size_t c = 0; c * chunk < s.size; ++c)
+      work.pieces.push_back(piece{step, c, s.begin + c * chunk, std::min(chunk, s.size - c * chunk)});
+  }
+  const std::size_t pieces = work.pieces.size();
+  work.slots.resize(slots * chunk);
+  work.requests.clear();
+  work.received.assign(pieces, {});
+  work.forwarded.assign(pieces, {});
+  work.first_sends.clear();
+
+  std::size_t sent = 0;
+  auto send = [&](std::size_t begin, std::size_t size, int step) {
+    range out{work.requests.size(), 0};
+    data.for_each(begin, size, [&](std::size_t, std::span<T> s) {
+      work.requests.push_back(comm.isend(std::span<const T>(s), right, tag_base + step));
+      sent += s.size_bytes();
+      ++out.count;
     });
-    sent += out.size_bytes();
+    return out;
+  };
+  auto wait = [&](range rg) {
+    for (std::size_t k = rg.first; k < rg.first + rg.count; ++k) comm.wait(work.requests[k]);
+  };
+  // Step 0 sends this rank's own segment; step t > 0 forwards what arrived in step t - 1.
+  auto sends_of = [&](int step, std::size_t c) {
+    return step == 0 ? work.first_sends[c] : work.forwarded[work.first_piece[static_cast<std::size_t>(step - 1)] + c];
+  };
+  auto post_receive = [&](std::size_t i) {
+    const piece& pc = work.pieces[i];
+    range in{work.requests.size(), 0};
+    if (pc.step < p - 1) {  // reduce-scatter: into a slot, to be added
+      T* slot = work.slots.data() + (i % slots) * chunk;
+      data.for_each(pc.begin, pc.size, [&](std::size_t offset, std::span<T> s) {
+        work.requests.push_back(comm.irecv(std::span<T>(slot + offset, s.size()), left, tag_base + pc.step));
+        ++in.count;
+      });
+    } else {  // all-gather: straight into place, once this rank's send of that memory has left
+      wait(sends_of(pc.step + 1 - p, pc.chunk));
+      data.for_each(pc.begin, pc.size, [&](std::size_t, std::span<T> s) {
+        work.requests.push_back(comm.irecv(s, left, tag_base + pc.step));
+        ++in.count;
+      });
+    }
+    work.received[i] = in;
+  };
+
+  const segment own = segment_of(r);
+  for (std::size_t c = 0; c * chunk < own.size; ++c)
+    work.first_sends.push_back(send(own.begin + c * chunk, std::min(chunk, own.size - c * chunk), 0));
+  for (std::size_t i = 0; i < std::min(slots, pieces); ++i) post_receive(i);
+  for (std::size_t i = 0; i < pieces; ++i) {
+    const piece pc = work.pieces[i];
+    wait(work.received[i]);
+    if (pc.step < p - 1) {
+      const T* in = work.slots.data() + (i % slots) * chunk;
+      const bool complete = pc.step == p - 2;  // this rank finishes the sum: scale it once
+      data.for_each(pc.begin, pc.size, [&](std::size_t offset, std::span<T> s) {
+        for (std::size_t k = 0; k < s.size(); ++k) s[k] += in[offset + k];
+        if (complete && scale != T{1})
+          for (T& x : s) x *= scale;
+      });
+    }
+    if (pc.step + 1 < steps) work.forwarded[i] = send(pc.begin, pc.size, pc.step + 1);
+    if (i + slots < pieces) post_receive(i + slots);
   }
-  for (int step = 0; step < p - 1; ++step) {  // all-gather
-    std::span<T> out = seg(r + 1 - step), in = seg(r - step);
-    detail::exchange_chunks<C, T>(comm, out, in, right, left, chunk, work.requests, [](std::size_t, std::size_t) {});
-    sent += out.size_bytes();
-  }
+  for (auto& request : work.requests) comm.wait(request);  // waiting a finished request is a no-op
   return sent;
 }
 

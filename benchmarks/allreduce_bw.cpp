@@ -1,0 +1,80 @@
+// All-reduce bus bandwidth: strata's AllReduce<Ring> and AllReduce<Native> against a raw
+// MPI_Allreduce on the same buffer, 4 KiB to 128 MiB, interleaved.
+//
+//   mpirun -np 2 ./allreduce_bw
+//
+// busbw = bytes / time * 2(n-1)/n (nccl-tests' definition), medians over rounds.
+#include <cstdio>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <strata/strata.hpp>
+
+#include "measure.hpp"
+
+namespace {
+using strata::mpi::communicator;
+
+double bus_gbps(std::size_t bytes, double seconds, int ranks) {
+  return static_cast<double>(bytes) / seconds * 2.0 * (ranks - 1) / ranks / 1e9;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  strata::mpi::context ctx(argc, argv);
+  bool quick = false;
+  std::size_t min_bytes = std::size_t{4} << 10, max_bytes = std::size_t{128} << 20, chunk_kib = 256, window = 4;
+  int rounds = 9;
+  CLI::App app{"all-reduce bus bandwidth: strata vs MPI_Allreduce"};
+  app.add_flag("--quick", quick, "small sizes, few rounds (smoke test)");
+  app.add_option("--min-bytes", min_bytes, "smallest buffer");
+  app.add_option("--max-bytes", max_bytes, "largest buffer");
+  app.add_option("--rounds", rounds, "interleaved rounds per size (medians are taken over them)");
+  app.add_option("--chunk-kib", chunk_kib, "ring chunk size");
+  app.add_option("--window", window, "ring chunks in flight");
+  CLI11_PARSE(app, argc, argv);
+  if (quick) {
+    max_bytes = std::min<std::size_t>(max_bytes, 4 << 20);
+    rounds = 3;
+  }
+
+  communicator& comm = ctx.collectives();
+  const int ranks = comm.size();
+  const strata::sync::allreduce_options options{.ring_chunk_bytes = chunk_kib << 10, .ring_window = window};
+  strata::sync::allreduce<strata::Ring, communicator, float> ring(options);
+  strata::sync::allreduce<strata::Native, communicator, float> native(options);
+
+  if (ctx.rank() == 0)
+    fmt::print("{:>10} {:>12} {:>12} {:>12} {:>9} {:>9}   (bus bandwidth GB/s, medians; {} ranks)\n", "bytes", "ring", "native",
+               "MPI", "ring/MPI", "nat/MPI", ranks);
+  double ring_vs_mpi_64m = 0.0, native_vs_mpi_64m = 0.0, worst_ring_ge_1m = 1e9;
+  for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
+    const std::size_t n = bytes / sizeof(float);
+    std::vector<float> a(n, 1.0f), b(n, 1.0f), c(n, 1.0f);
+    const strata::sync::span_list<float> ring_buffer({std::span<float>(a)}), native_buffer({std::span<float>(b)});
+    std::vector<bench::contender> contenders = {
+        {"ring", [&] { ring(comm, ring_buffer, 1.0f); }},
+        {"native", [&] { native(comm, native_buffer, 1.0f); }},
+        {"mpi", [&] { MPI_Allreduce(MPI_IN_PLACE, c.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm.native_handle()); }},
+    };
+    const int calls = static_cast<int>(std::clamp<std::size_t>((std::size_t{8} << 20) / bytes, 1, 200));
+    bench::interleave(contenders, rounds, calls, comm.native_handle());
+    const double t_ring = bench::median(contenders[0].seconds), t_native = bench::median(contenders[1].seconds),
+                 t_mpi = bench::median(contenders[2].seconds);
+    const double ring_ratio = t_mpi / t_ring, native_ratio = t_mpi / t_native;  // > 1: faster than MPI
+    if (bytes >= (1 << 20)) worst_ring_ge_1m = std::min(worst_ring_ge_1m, ring_ratio);
+    if (bytes == (64 << 20)) {
+      ring_vs_mpi_64m = ring_ratio;
+      native_vs_mpi_64m = native_ratio;
+    }
+    if (ctx.rank() == 0)
+      fmt::print("{:>10} {:>12.2f} {:>12.2f} {:>12.2f} {:>9.2f} {:>9.2f}\n", bytes, bus_gbps(bytes, t_ring, ranks),
+                 bus_gbps(bytes, t_native, ranks), bus_gbps(bytes, t_mpi, ranks), ring_ratio, native_ratio);
+  }
+  if (ctx.rank() == 0)
+    fmt::print("summary: ranks={} ring_vs_mpi={:.3f} native_vs_mpi={:.3f} min_ring_vs_mpi_ge_1MiB={:.3f} (ratios of bus "
+               "bandwidth at 64 MiB; >1 is faster than MPI_Allreduce)\n",
+               ranks, ring_vs_mpi_64m, native_vs_mpi_64m, worst_ring_ge_1m == 1e9 ? 0.0 : worst_ring_ge_1m);
+}

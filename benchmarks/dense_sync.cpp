@@ -1,0 +1,105 @@
+// Per-step gradient synchronization of ResNet-50 (161 tensors, 25.6 M fp32 parameters):
+// strata's bucketed executor against one MPI_Allreduce over a flat buffer of the same size,
+// interleaved.
+//
+//   mpirun -np 2 ./dense_sync
+//
+// The strata step marks every gradient ready in backward order and calls step(): packing
+// into buckets, the all-reduces, averaging and writing the gradients back are all timed.
+// The optimizer is a no-op so that only synchronization is measured, as in
+// shared/peers/ddp_sync.py.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <strata/strata.hpp>
+
+#include "measure.hpp"
+#include "resnet50_shapes.hpp"
+
+namespace {
+
+/// Leaves parameters untouched: the benchmark measures synchronization only.
+struct no_update {
+  struct state {};
+  state make_state(std::size_t) const { return {}; }
+  void update(std::span<float>, std::span<const float>, state&, std::int64_t) const {}
+};
+
+/// One model of all ResNet-50 gradients under strategy S, and its executor.
+template <class S>
+struct bucketed_sync {
+  std::vector<std::vector<float>> params, grads;
+  strata::model<S> model;
+  std::optional<strata::executor<strata::mpi::context, strata::model<S>, no_update>> exec;
+
+  bucketed_sync(strata::mpi::context& ctx, const std::vector<bench::tensor_shape>& shapes,
+                const strata::executor_options& options) {
+    for (const auto& s : shapes) {
+      params.emplace_back(s.elements(), 0.0f);
+      grads.emplace_back(s.elements(), 1.0f);
+    }
+    for (std::size_t i = 0; i < shapes.size(); ++i)
+      model.add(strata::variable<S>(shapes[i].name, params[i], grads[i], {shapes[i].elements()}));
+    exec.emplace(ctx, model, no_update{}, options);
+  }
+
+  void step() {
+    for (std::size_t i = grads.size(); i-- > 0;) exec->grad_ready(strata::variable_id{i});
+    exec->step();
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  strata::mpi::context ctx(argc, argv);
+  bool quick = false;
+  int rounds = 15;
+  double bucket_mib = 25.0, first_bucket_mib = 1.0;
+  CLI::App app{"ResNet-50 gradient synchronization: strata's bucketed executor vs one flat MPI_Allreduce"};
+  app.add_flag("--quick", quick, "few rounds (smoke test)");
+  app.add_option("--rounds", rounds, "interleaved rounds (medians are taken over them)");
+  app.add_option("--bucket-mib", bucket_mib, "fusion bucket size");
+  app.add_option("--first-bucket-mib", first_bucket_mib, "first bucket size");
+  CLI11_PARSE(app, argc, argv);
+  if (quick) rounds = 2;
+
+  const auto shapes = bench::resnet50_shapes();
+  std::size_t total = 0;
+  for (const auto& s : shapes) total += s.elements();
+  if (shapes.size() != 161 || total != 25'557'032)
+    throw std::logic_error(fmt::format("ResNet-50 has 161 tensors and 25557032 parameters, got {} and {}", shapes.size(), total));
+
+  strata::executor_options options;
+  options.buckets = {.first_bucket_bytes = static_cast<std::size_t>(first_bucket_mib * (1 << 20)),
+                     .bucket_bytes = static_cast<std::size_t>(bucket_mib * (1 << 20))};
+  bucketed_sync<strata::Strategy<strata::AllReduce<strata::Ring>>> ring(ctx, shapes, options);
+  bucketed_sync<strata::Strategy<strata::AllReduce<strata::Native>>> native(ctx, shapes, options);
+  std::vector<float> flat(total, 1.0f);
+  const MPI_Comm comm = ctx.collectives().native_handle();
+
+  std::vector<bench::contender> contenders = {
+      {"strata ring", [&] { ring.step(); }},
+      {"strata native", [&] { native.step(); }},
+      {"flat MPI_Allreduce",
+       [&] { MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(total), MPI_FLOAT, MPI_SUM, comm); }},
+  };
+  bench::interleave(contenders, rounds, 1, comm);
+  const double ring_ms = 1e3 * bench::median(contenders[0].seconds), native_ms = 1e3 * bench::median(contenders[1].seconds),
+               flat_ms = 1e3 * bench::median(contenders[2].seconds);
+  if (ctx.rank() == 0) {
+    fmt::print("ResNet-50: {} tensors, {} parameters, {:.1f} MiB; {} ranks; buckets {} MiB (first {} MiB); medians of {} "
+               "rounds\n",
+               shapes.size(), total, static_cast<double>(total * 4) / (1 << 20), ctx.size(), bucket_mib, first_bucket_mib,
+               rounds);
+    for (const auto& c : contenders) fmt::print("  {:<20} {:8.2f} ms\n", c.name, 1e3 * bench::median(c.seconds));
+    fmt::print("summary: ranks={} strata_ms={:.2f} strata_native_ms={:.2f} flat_mpi_ms={:.2f} ratio={:.3f} "
+               "native_ratio={:.3f} (strata = AllReduce<Ring>; ratio = strata_ms / flat_mpi_ms)\n",
+               ctx.size(), ring_ms, native_ms, flat_ms, ring_ms / flat_ms, native_ms / flat_ms);
+  }
+}

@@ -1,0 +1,42 @@
+#pragma once
+// Shared by the benchmarks: interleaved timing and medians.
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <mpi.h>
+
+namespace bench {
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+/// A contender: a name and one call of the operation being measured.
+struct contender {
+  std::string name;
+  std::function<void()> run;
+  std::vector<double> seconds;  // per round, per call
+};
+
+/// Runs the contenders in turn, `rounds` times (A B C A B C ...), each round timing `calls`
+/// back-to-back calls between barriers; records rank 0's seconds per call. Interleaving
+/// spreads machine noise evenly over all contenders.
+inline void interleave(std::vector<contender>& contenders, int rounds, int calls, MPI_Comm comm) {
+  for (auto& c : contenders) c.run();  // warm-up: page faults, lazy connection setup
+  for (int round = 0; round < rounds; ++round)
+    for (auto& c : contenders) {
+      MPI_Barrier(comm);
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < calls; ++i) c.run();
+      MPI_Barrier(comm);
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+      c.seconds.push_back(took.count() / calls);
+    }
+}
+
+}  // namespace bench

@@ -1,0 +1,48 @@
+#pragma once
+// Several spans addressed as one buffer. A fusion bucket is the list of its members'
+// gradient buffers, so collectives read and write the user's memory directly instead of
+// copying every gradient into a staging buffer and back.
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace strata::sync {
+
+template <class T>
+class span_list {
+ public:
+  span_list() = default;
+  explicit span_list(std::vector<std::span<T>> parts) : parts_(std::move(parts)) {
+    starts_.reserve(parts_.size());
+    for (const auto& p : parts_) {
+      starts_.push_back(size_);
+      size_ += p.size();
+    }
+  }
+
+  std::size_t size() const { return size_; }
+  std::span<const std::span<T>> parts() const { return parts_; }
+
+  /// Calls `f(offset, piece)` for each piece of a part that covers [begin, begin + n), in
+  /// order; `offset` is the piece's position relative to `begin`.
+  template <class F>
+  void for_each(std::size_t begin, std::size_t n, F&& f) const {
+    if (n == 0) return;
+    std::size_t k = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), begin) - starts_.begin()) - 1;
+    for (std::size_t done = 0; done < n; ++k) {
+      const std::size_t from = begin + done - starts_[k];
+      if (from >= parts_[k].size()) continue;  // empty part
+      const std::size_t take = std::min(parts_[k].size() - from, n - done);
+      f(done, parts_[k].subspan(from, take));
+      done += take;
+    }
+  }
+
+ private:
+  std::vector<std::span<T>> parts_;
+  std::vector<std::size_t> starts_;
+  std::size_t size_ = 0;
+};
+
+}  // namespace strata::sync
