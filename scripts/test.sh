@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Builds everything and runs the whole test suite: static, compile-fail, unit (loopback),
+# MPI (mpiexec -n 2 and -n 4), the examples' checks, benchmark smoke runs and the package test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build.sh
+ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
