@@ -6,7 +6,8 @@
 
 namespace strata {
 
-/// Base of every strata error.
+/// Base of strata's run-time errors. (A malformed strategy string throws
+/// strategy_parse_error, a std::invalid_argument, like other bad arguments.)
 class error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

@@ -111,10 +111,10 @@ TEST_CASE("malformed strings say what was expected and where", "[strategy]") {
       {"PS<four>", 4, "expected a number"},
       {"PS<2>,Replicate", 7, "a second placement policy; the first is at column 1"},
       {"TopK<1.5>", 6, "Ratio must lie in (0, 1]"},
-      {"FP16+Magic", 11, "expected ErrorFeedback or NoFeedback"},
+      {"FP16+Magic", 6, "expected ErrorFeedback or NoFeedback"},
       {"Replicate,SSP<2>", 1, "breaks rule StaleConsistencyNeedsParameterServer"},
       {"PS<4>", 1, "breaks rule ShardedParameterServerNeedsPartition"},
-      {"Compress<None,ErrorFeedback>", 28, "loses nothing to feed back"},
+      {"Compress<None,ErrorFeedback>", 15, "loses nothing to feed back"},
   };
   for (const auto& c : cases) {
     INFO(c.text);

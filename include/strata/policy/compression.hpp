@@ -33,11 +33,14 @@ concept Codec = C::is_codec;
 struct ErrorFeedback { static constexpr bool is_feedback = true; static constexpr bool enabled = true; };
 struct NoFeedback    { static constexpr bool is_feedback = true; static constexpr bool enabled = false; };
 
+template <class F>
+concept FeedbackPolicy = F::is_feedback;
+
 template <class Codec, class Feedback = NoFeedback>
 struct Compress {
   static_assert(strata::Codec<Codec>, "Compress<Codec>: Codec must be one of None, FP16, BF16, TopK<Ratio>, PowerSGD<Rank>");
-  static_assert(Feedback::is_feedback, "Compress<Codec, Feedback>: Feedback must be ErrorFeedback or NoFeedback");
-  static_assert(!(std::is_same_v<Codec, None> && Feedback::enabled),
+  static_assert(FeedbackPolicy<Feedback>, "Compress<Codec, Feedback>: Feedback must be ErrorFeedback or NoFeedback");
+  static_assert(!(std::is_same_v<Codec, None> && FeedbackPolicy<Feedback> && Feedback::enabled),
                 "Compress<None, ErrorFeedback>: an uncompressed gradient loses nothing to feed back");
   using policy_category = category::compression;
   using codec = Codec;

@@ -96,6 +96,10 @@ class strategy_reader {
   static constexpr std::size_t npos = std::string_view::npos;
 
   [[noreturn]] void fail(const std::string& what) const { throw strategy_parse_error(text_, pos_, what); }
+  /// Fails at the column where `name` (a view into the text) starts.
+  [[noreturn]] void fail_at(std::string_view name, const std::string& what) const {
+    throw strategy_parse_error(text_, static_cast<std::size_t>(name.data() - text_.data()), what);
+  }
   bool at_end() const { return pos_ >= text_.size(); }
   void skip_space() {
     while (!at_end() && (text_[pos_] == ' ' || text_[pos_] == '\t')) ++pos_;
@@ -200,8 +204,7 @@ class strategy_reader {
       claim("consistency", column);
       read_consistency(name, d);
     } else {
-      pos_ = column;
-      fail(fmt::format("expected a policy (Replicate, PS<N>, Partition<Axis>, AllReduce<Algorithm>, FP16, BF16, "
+      fail_at(name, fmt::format("expected a policy (Replicate, PS<N>, Partition<Axis>, AllReduce<Algorithm>, FP16, BF16, "
                        "TopK<Ratio>, PowerSGD<Rank>, BSP, ASP, SSP<S>, SparseRows), found '{}'",
                        name));
     }
@@ -218,7 +221,6 @@ class strategy_reader {
 
   void read_collective(strategy_descriptor& d) {
     expect('<');
-    const std::size_t column = pos_;
     const std::string_view algorithm = identifier();
     for (auto c : {collective_kind::native, collective_kind::ring, collective_kind::tree, collective_kind::hierarchical})
       if (algorithm == collective_name(c)) {
@@ -226,8 +228,7 @@ class strategy_reader {
         expect('>');
         return;
       }
-    pos_ = column;
-    fail(fmt::format("expected an all-reduce algorithm (Ring, Tree, Hierarchical, Native), found '{}'", algorithm));
+    fail_at(algorithm, fmt::format("expected an all-reduce algorithm (Ring, Tree, Hierarchical, Native), found '{}'", algorithm));
   }
 
   static bool is_codec(std::string_view n) {
@@ -247,14 +248,14 @@ class strategy_reader {
       d.codec = codec_kind::powersgd;
       d.powersgd_rank = bracketed_number<int>([](int r) { return r >= 1; }, "PowerSGD<Rank>: Rank must be at least 1");
     } else
-      fail(fmt::format("expected a codec (None, FP16, BF16, TopK<Ratio>, PowerSGD<Rank>), found '{}'", name));
+      fail_at(name, fmt::format("expected a codec (None, FP16, BF16, TopK<Ratio>, PowerSGD<Rank>), found '{}'", name));
   }
 
   void read_feedback(std::string_view name, strategy_descriptor& d) {
     if (name == "ErrorFeedback") d.error_feedback = true;
-    else if (name != "NoFeedback") fail(fmt::format("expected ErrorFeedback or NoFeedback, found '{}'", name));
+    else if (name != "NoFeedback") fail_at(name, fmt::format("expected ErrorFeedback or NoFeedback, found '{}'", name));
     if (d.error_feedback && d.codec == codec_kind::none)
-      fail("Compress<None, ErrorFeedback>: an uncompressed gradient loses nothing to feed back");
+      fail_at(name, "Compress<None, ErrorFeedback>: an uncompressed gradient loses nothing to feed back");
   }
 
   void read_consistency(std::string_view name, strategy_descriptor& d) {
@@ -264,7 +265,7 @@ class strategy_reader {
       d.consistency = consistency_kind::ssp;
       d.staleness = bracketed_number<int>([](int n) { return n >= 1; }, "SSP<S>: S must be at least 1 (SSP<0> is BSP)");
     } else
-      fail(fmt::format("expected a consistency model (BSP, ASP, SSP<S>), found '{}'", name));
+      fail_at(name, fmt::format("expected a consistency model (BSP, ASP, SSP<S>), found '{}'", name));
   }
 
   /// Fills the category defaults the string left out, then applies the combination rules.

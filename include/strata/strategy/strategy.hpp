@@ -41,13 +41,13 @@ concept CanonicalStrategy = is_canonical_strategy<S>;
 template <class S>
 concept StaleConsistencyNeedsParameterServer =
     rules::stale_consistency_needs_parameter_server(S::descriptor) ||
-    detail::unsatisfied<"Consistency<ASP> and Consistency<SSP<S>> need placement PS<N>">();
+    detail::unsatisfied<"Consistency<ASP> and Consistency<SSP<S>> need placement PS<N>; replicated variables are synchronous">();
 template <class S>
 concept AllReduceNeedsReplicate = rules::allreduce_needs_replicate(S::descriptor) ||
-                                  detail::unsatisfied<"AllReduce<...> needs placement Replicate, not PS<N>">();
+                                  detail::unsatisfied<"AllReduce<...> reduces replicated gradients; it needs placement Replicate, not PS<N>">();
 template <class S>
 concept ReplicateNeedsAllReduce = rules::replicate_needs_allreduce(S::descriptor) ||
-                                  detail::unsatisfied<"placement Replicate needs an AllReduce<...>, not NoCollective">();
+                                  detail::unsatisfied<"replicated variables are kept equal by an all-reduce; NoCollective needs placement PS<N>">();
 template <class S>
 concept ShardedParameterServerNeedsPartition =
     rules::sharded_parameter_server_needs_partition(S::descriptor) ||
@@ -55,17 +55,17 @@ concept ShardedParameterServerNeedsPartition =
 template <class S>
 concept PartitionShardsFollowParameterServer =
     rules::partition_shards_follow_parameter_server(S::descriptor) ||
-    detail::unsatisfied<"under PS<N> write Partition<Axis>; the shard count comes from PS<N>">();
+    detail::unsatisfied<"under PS<N> write Partition<Axis> (or Partition<Axis, N>); the shard count comes from PS<N>">();
 template <class S>
 concept SparseRowsPartitionByRows = rules::sparse_rows_partition_by_rows(S::descriptor) ||
                                     detail::unsatisfied<"SparseRows variables can only be partitioned by rows: Partition<0>">();
 template <class S>
 concept LowRankCompressionNeedsDenseGradient =
     rules::low_rank_compression_needs_dense_gradient(S::descriptor) ||
-    detail::unsatisfied<"Compress<PowerSGD<R>> needs dense gradients, not SparseRows">();
+    detail::unsatisfied<"Compress<PowerSGD<R>> needs dense gradients; remove SparseRows or the codec">();
 template <class S>
 concept TopKNeedsDenseGradient = rules::top_k_needs_dense_gradient(S::descriptor) ||
-                                 detail::unsatisfied<"Compress<TopK<R>> needs dense gradients; SparseRows are sparse already">();
+                                 detail::unsatisfied<"Compress<TopK<R>> needs dense gradients; SparseRows gradients are sparse already">();
 
 /// A strategy that satisfies every rule.
 template <class S>

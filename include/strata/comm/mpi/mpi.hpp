@@ -36,7 +36,8 @@ inline void check(int code, std::string_view call, int rank = -1) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(code, text, &length);
-  throw comm_error(fmt::format("{} failed on rank {}: {}", call, rank, std::string_view(text, static_cast<std::size_t>(length))));
+  const std::string where = rank >= 0 ? fmt::format(" on rank {}", rank) : std::string();
+  throw comm_error(fmt::format("{} failed{}: {}", call, where, std::string_view(text, static_cast<std::size_t>(length))));
 }
 
 template <class T>
@@ -158,6 +159,8 @@ class context {
     } else {
       check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
       owns_mpi_ = true;
+      // Failures during set-up come back as codes too, instead of aborting the process.
+      check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     }
     if (provided < MPI_THREAD_MULTIPLE)
       throw comm_error("this MPI library does not provide MPI_THREAD_MULTIPLE, which strata needs to communicate on a "
