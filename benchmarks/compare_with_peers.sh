@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs strata side by side with the PyTorch DDP peer programs, alternating (A B A B ...),
+# and prints medians and ratios as one summary line:
+#   - gradient synchronization of ResNet-50: dense_sync vs peers/ddp_sync.py (sync_ms)
+#   - Fashion-MNIST training: examples/fashion_mnist vs peers/ddp_fashion_mnist.py
+# Needs Debian's python3-torch and python3-torchvision, a build in ./build, and the peers
+# folder (default ../shared/peers; set PEERS to override).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+peers=${PEERS:-../shared/peers}
+sync_rounds=${SYNC_ROUNDS:-5}
+train_rounds=${TRAIN_ROUNDS:-2}
+epochs=${EPOCHS:-10}
+mpi=(mpirun -np 2 --oversubscribe --bind-to none)
+if [ "$(id -u)" = 0 ]; then mpi+=(--allow-run-as-root); fi
+
+field() { grep -o "$1=[0-9.]*" | tail -1 | cut -d= -f2; }
+median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+
+strata_sync=() ddp_sync=()
+for ((i = 0; i < sync_rounds; ++i)); do
+  strata_sync+=("$("${mpi[@]}" build/benchmarks/dense_sync --rounds 9 | field strata_ms)")
+  ddp_sync+=("$("${mpi[@]}" /usr/bin/python3 "$peers/ddp_sync.py" --model resnet50 | field sync_ms)")
+  echo "round $i: strata_ms=${strata_sync[-1]} ddp_sync_ms=${ddp_sync[-1]}"
+done
+
+strata_epoch=() strata_acc=() ddp_epoch=() ddp_acc=()
+for ((i = 0; i < train_rounds; ++i)); do
+  out=$("${mpi[@]}" build/examples/fashion_mnist --epochs "$epochs" | grep summary:)
+  strata_epoch+=("$(field seconds_per_epoch <<<"$out")")
+  strata_acc+=("$(field test_accuracy <<<"$out")")
+  out=$("${mpi[@]}" /usr/bin/python3 "$peers/ddp_fashion_mnist.py" --epochs "$epochs" | grep summary)
+  ddp_epoch+=("$(awk -v s="$(field train_seconds <<<"$out")" -v e="$epochs" 'BEGIN {print s / e}')")
+  ddp_acc+=("$(field test_accuracy <<<"$out")")
+  echo "round $i: strata s/epoch=${strata_epoch[-1]} acc=${strata_acc[-1]}  ddp s/epoch=${ddp_epoch[-1]} acc=${ddp_acc[-1]}"
+done
+
+s_sync=$(printf '%s\n' "${strata_sync[@]}" | median)
+d_sync=$(printf '%s\n' "${ddp_sync[@]}" | median)
+s_epoch=$(printf '%s\n' "${strata_epoch[@]}" | median)
+d_epoch=$(printf '%s\n' "${ddp_epoch[@]}" | median)
+s_acc=$(printf '%s\n' "${strata_acc[@]}" | median)
+d_acc=$(printf '%s\n' "${ddp_acc[@]}" | median)
+awk -v ss="$s_sync" -v ds="$d_sync" -v se="$s_epoch" -v de="$d_epoch" -v sa="$s_acc" -v da="$d_acc" 'BEGIN {
+  printf "summary: strata_sync_ms=%.2f ddp_sync_ms=%.2f sync_ratio=%.3f strata_s_per_epoch=%.3f ddp_s_per_epoch=%.3f epoch_ratio=%.3f strata_accuracy=%.4f ddp_accuracy=%.4f\n",
+         ss, ds, ss / ds, se, de, se / de, sa, da }'
