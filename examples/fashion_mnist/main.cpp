@@ -25,8 +25,18 @@
 
 namespace {
 
-using Native = strata::Strategy<strata::AllReduce<strata::Native>>;
-using Ring = strata::Strategy<strata::AllReduce<strata::Ring>>;
+// The strategies --strategy can pick (any spelling of one of them is accepted).
+using namespace strata;  // the policy vocabulary reads best unqualified
+using DenseNative = Strategy<AllReduce<Native>>;
+using DenseRing = Strategy<AllReduce<Ring>>;
+using DenseFP16 = Strategy<AllReduce<Ring>, Compress<FP16>>;
+using DenseFP16Feedback = Strategy<AllReduce<Ring>, Compress<FP16, ErrorFeedback>>;
+using DenseBF16 = Strategy<AllReduce<Ring>, Compress<BF16>>;
+using DenseTopK = Strategy<AllReduce<Ring>, Compress<TopK<0.01>, ErrorFeedback>>;
+using DensePowerSGD = Strategy<AllReduce<Ring>, Compress<PowerSGD<4>, ErrorFeedback>>;
+using DensePartitioned = Strategy<AllReduce<Ring>, Partition<0>>;
+using DenseTree = Strategy<AllReduce<Tree>>;
+using DenseHierarchical = Strategy<AllReduce<Hierarchical>>;
 
 struct options {
   std::string data = "/usr/share/datasets/fashion-mnist";
@@ -39,6 +49,7 @@ struct options {
   std::uint64_t seed = 1;
   double bucket_mib = 25.0;
   double first_bucket_mib = 1.0;
+  int powersgd_warmup = 100;
   bool overlap = true;
   long max_steps = -1;  // stop early (tests)
   std::string save_params;
@@ -69,18 +80,20 @@ int train(strata::mpi::context& ctx, const options& o) {
 
   fashion_mnist::mlp net;
   net.init(o.seed);
-  strata::model<Strategy> model;
+  using Vector = strata::vector_strategy_t<Strategy>;  // biases: PowerSGD compresses matrices only
+  strata::model_of<Strategy, Vector> model;
   std::vector<strata::variable_id> ids;
   for (auto& t : net.tensors()) {
     if (t.shape.size() == 2)
       ids.push_back(model.add(strata::variable<Strategy>(t.name, t.param, t.grad, {t.shape[0], t.shape[1]})));
     else
-      ids.push_back(model.add(strata::variable<Strategy>(t.name, t.param, t.grad, {t.shape[0]})));
+      ids.push_back(model.add(strata::variable<Vector>(t.name, t.param, t.grad, {t.shape[0]})));
   }
   strata::executor_options eo;
   eo.buckets = {.first_bucket_bytes = static_cast<std::size_t>(o.first_bucket_mib * (1 << 20)),
                 .bucket_bytes = static_cast<std::size_t>(o.bucket_mib * (1 << 20))};
   eo.accumulation_steps = o.accumulation;
+  eo.compression.powersgd_warmup_steps = o.powersgd_warmup;
   auto exec = strata::make_executor(ctx, model, strata::optim::sgd{.lr = o.lr, .momentum = o.momentum}, eo);
   const std::function<void(std::size_t)> grad_ready = [&](std::size_t i) { exec.grad_ready(ids[i]); };
   const std::function<void(std::size_t)> no_overlap;
@@ -165,7 +178,10 @@ int main(int argc, char** argv) {
   options o;
   CLI::App app{"Data-parallel Fashion-MNIST MLP with strata"};
   app.add_option("--data", o.data, "directory with the IDX .gz files");
-  app.add_option("--strategy", o.strategy, "AllReduce<Ring> or AllReduce<Native> (any canonical spelling)");
+  app.add_option("--strategy", o.strategy,
+                 "one of: AllReduce<Native>, AllReduce<Tree>, AllReduce<Hierarchical>, AllReduce<Ring>, and AllReduce<Ring> "
+                 "with FP16, FP16+ErrorFeedback, BF16, TopK<0.01>+ErrorFeedback, PowerSGD<4>+ErrorFeedback or Partition<0> "
+                 "(any order)");
   app.add_option("--epochs", o.epochs)->check(CLI::PositiveNumber);
   app.add_option("--batch", o.global_batch, "global batch, split over ranks")->check(CLI::PositiveNumber);
   app.add_option("--accumulate", o.accumulation, "micro-batches per update")->check(CLI::PositiveNumber);
@@ -174,6 +190,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed);
   app.add_option("--bucket-mib", o.bucket_mib, "fusion bucket size")->check(CLI::PositiveNumber);
   app.add_option("--first-bucket-mib", o.first_bucket_mib, "first (small) bucket size")->check(CLI::PositiveNumber);
+  app.add_option("--powersgd-warmup", o.powersgd_warmup, "updates with a plain all-reduce before PowerSGD starts");
   app.add_option("--overlap", o.overlap, "start each bucket's all-reduce during backward");
   app.add_option("--max-steps", o.max_steps, "stop after this many updates");
   app.add_option("--save-params", o.save_params, "rank 0 writes the final parameters here (raw float32)");
@@ -185,7 +202,9 @@ int main(int argc, char** argv) {
   }
   try {
     int status = 0;
-    strata::visit_strategy<Native, Ring>(o.strategy, [&]<class S>(std::type_identity<S>) { status = train<S>(ctx, o); });
+    strata::visit_strategy<DenseNative, DenseRing, DenseFP16, DenseFP16Feedback, DenseBF16, DenseTopK, DensePowerSGD,
+                           DensePartitioned, DenseTree, DenseHierarchical>(
+        o.strategy, [&]<class S>(std::type_identity<S>) { status = train<S>(ctx, o); });
     return status;
   } catch (const std::exception& e) {
     fmt::print(stderr, "fashion_mnist (rank {}): {}\n", ctx.rank(), e.what());

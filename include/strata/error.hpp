@@ -26,6 +26,12 @@ class usage_error : public error {
   using error::error;
 };
 
+/// A gradient became NaN or infinite (named in the message).
+class numeric_error : public error {
+ public:
+  using error::error;
+};
+
 /// A communication library call failed.
 class comm_error : public error {
  public:

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <span>
 #include <stdexcept>
@@ -45,11 +46,13 @@ T expected_sum(std::size_t i, int ranks) {
 }
 
 /// Every size, both element types, tiny chunks so the ring's chunking is exercised.
+/// `ranks_per_node` simulates nodes for Hierarchical.
 template <class Algorithm, class T, CommContext Context>
-void allreduce_sums_exactly(Context& ctx) {
+void allreduce_sums_exactly(Context& ctx, int ranks_per_node = 0) {
   auto& comm = ctx.collectives();
   using C = std::remove_reference_t<decltype(comm)>;
-  sync::allreduce<Algorithm, C, T> reduce(sync::allreduce_options{.ring_chunk_bytes = 3 * sizeof(T)});
+  sync::allreduce<Algorithm, C, T> reduce(
+      sync::allreduce_options{.ring_chunk_bytes = 3 * sizeof(T), .ranks_per_node = ranks_per_node});
   for (std::size_t n : awkward_sizes) {
     std::vector<T> data = contribution<T>(n, comm.rank());
     reduce(comm, sync::span_list<T>({std::span<T>(data)}), T{1});
@@ -62,10 +65,11 @@ void allreduce_sums_exactly(Context& ctx) {
 /// A bucket of several buffers (some empty, some tiny) averaged in place: each element ends
 /// as its sum times the scale.
 template <class Algorithm, CommContext Context>
-void allreduce_averages_buffer_lists(Context& ctx) {
+void allreduce_averages_buffer_lists(Context& ctx, int ranks_per_node = 0) {
   auto& comm = ctx.collectives();
   using C = std::remove_reference_t<decltype(comm)>;
-  sync::allreduce<Algorithm, C, float> reduce(sync::allreduce_options{.ring_chunk_bytes = 5 * sizeof(float), .ring_window = 2});
+  sync::allreduce<Algorithm, C, float> reduce(
+      sync::allreduce_options{.ring_chunk_bytes = 5 * sizeof(float), .ring_window = 2, .ranks_per_node = ranks_per_node});
   const std::vector<std::size_t> sizes = {3, 0, 17, 1, 0, 64, 2};
   std::vector<std::vector<float>> buffers;
   std::vector<std::span<float>> parts;
@@ -102,18 +106,127 @@ void expect_same_on_all_ranks(Context& ctx, std::uint64_t value, std::string_vie
   expect(root == value, "rank {}: {} differs from rank 0's", ctx.control().rank(), what);
 }
 
+/// Random (non-integer) values in a bucket of three buffers: `Algorithm` leaves every rank
+/// bitwise identical and agrees with the ring up to rounding. The values are positive, so no
+/// sum cancels and a relative bound holds.
+template <class Algorithm, CommContext Context>
+void allreduce_agrees_with_ring(Context& ctx, sync::allreduce_options options) {
+  auto& comm = ctx.collectives();
+  using C = std::remove_reference_t<decltype(comm)>;
+  std::mt19937 rng(99u + static_cast<unsigned>(comm.rank()));
+  std::uniform_real_distribution<float> positive(0.5f, 1.5f);
+  std::vector<float> values(10'007);
+  for (float& x : values) x = positive(rng);
+  std::vector<float> flat = values;
+  auto bucket = [](std::vector<float>& v) {
+    const std::span<float> all(v);
+    return sync::span_list<float>({all.first(1000), all.subspan(1000, 3), all.subspan(1003)});
+  };
+  sync::allreduce<Algorithm, C, float> reduce(options);
+  sync::allreduce<Ring, C, float> ring(options);
+  reduce(comm, bucket(values), 0.5f);
+  ring(comm, bucket(flat), 0.5f);
+  expect_same_on_all_ranks(ctx, fingerprint(values), "the all-reduced values");
+  for (std::size_t i = 0; i < values.size(); ++i)
+    expect(std::abs(values[i] - flat[i]) <= 1e-6f * flat[i], "rank {}: element {} is {}, the ring's is {}", comm.rank(),
+           i, values[i], flat[i]);
+}
+
+/// Each rank's block lands at rank * count, for any trivially copyable type.
+template <class T, CommContext Context>
+void allgather_collects_every_rank(Context& ctx) {
+  auto& comm = ctx.collectives();
+  auto value = [](int rank, std::size_t i) { return static_cast<T>(10 * rank + static_cast<int>(i)); };
+  for (std::size_t count : {0u, 3u}) {
+    std::vector<T> mine(count), all(count * static_cast<std::size_t>(comm.size()));
+    for (std::size_t i = 0; i < count; ++i) mine[i] = value(comm.rank(), i);
+    comm.allgather(std::span<const T>(mine), std::span<T>(all));
+    for (int r = 0; r < comm.size(); ++r)
+      for (std::size_t i = 0; i < count; ++i)
+        expect(all[static_cast<std::size_t>(r) * count + i] == value(r, i),
+               "rank {}: element {} of rank {}'s block differs", comm.rank(), i, r);
+  }
+}
+
+/// split groups the ranks of one color, ordered by key; every operation works on the
+/// group with group-relative ranks, and the group splits again.
+template <CommContext Context>
+void split_forms_groups(Context& ctx) {
+  auto& parent = ctx.collectives();
+  const int p = parent.size(), r = parent.rank(), color = r % 2;
+  auto group = parent.split(color, p - r);  // keys reverse the order
+  std::vector<int> members;                 // parent ranks, in the group's order
+  for (int q = p - 1; q >= 0; --q)
+    if (q % 2 == color) members.push_back(q);
+  const int n = group.size(), g = group.rank();
+  expect(n == static_cast<int>(members.size()) && members[static_cast<std::size_t>(g)] == r,
+         "rank {}: group rank {} of {}, expected {} ranks", r, g, n, members.size());
+
+  std::vector<int> gathered(members.size());
+  group.allgather(std::span<const int>(&r, 1), std::span<int>(gathered));
+  expect(gathered == members, "rank {}: the group gathered other parent ranks", r);
+
+  const float mine = static_cast<float>(r);
+  float from_left = -1.0f;
+  auto in = group.irecv(std::span<float>(&from_left, 1), (g + n - 1) % n, 5);
+  auto out = group.isend(std::span<const float>(&mine, 1), (g + 1) % n, 5);
+  group.wait(in);
+  group.wait(out);
+  expect(from_left == static_cast<float>(members[static_cast<std::size_t>((g + n - 1) % n)]),
+         "rank {}: received {} from its left neighbour in the group", r, from_left);
+
+  double total = r;
+  group.allreduce_sum(std::span<double>(&total, 1));
+  float root = g == 0 ? 42.0f : 0.0f;
+  group.broadcast(std::span<float>(&root, 1), 0);
+  group.barrier();
+  expect(total == std::accumulate(members.begin(), members.end(), 0.0) && root == 42.0f,
+         "rank {}: group sum {}, broadcast {}", r, total, root);
+
+  auto single = group.split(g, 0);
+  expect(single.size() == 1 && single.rank() == 0, "rank {}: a group of one has {} ranks", r, single.size());
+}
+
+/// A split communicator's messages never match its parent's or a sibling's, even between
+/// the same ranks under the same tag.
+template <CommContext Context>
+void split_isolates_traffic(Context& ctx) {
+  auto& parent = ctx.collectives();
+  auto first = parent.split(0, parent.rank());   // the parent's ranks, in its order
+  auto second = parent.split(0, parent.rank());  // and a sibling with the same ranks
+  const int p = parent.size(), r = parent.rank(), right = (r + 1) % p, left = (r + p - 1) % p;
+  const float sent[] = {1.0f, 2.0f, 3.0f};  // on the parent, first, second
+  auto to_parent = parent.isend(std::span<const float>(&sent[0], 1), right, 7);
+  auto to_first = first.isend(std::span<const float>(&sent[1], 1), right, 7);
+  auto to_second = second.isend(std::span<const float>(&sent[2], 1), right, 7);
+  float got[] = {0.0f, 0.0f, 0.0f};  // received in reverse order
+  auto from_second = second.irecv(std::span<float>(&got[2], 1), left, 7);
+  second.wait(from_second);
+  auto from_first = first.irecv(std::span<float>(&got[1], 1), left, 7);
+  first.wait(from_first);
+  auto from_parent = parent.irecv(std::span<float>(&got[0], 1), left, 7);
+  parent.wait(from_parent);
+  parent.wait(to_parent);
+  first.wait(to_first);
+  second.wait(to_second);
+  expect(got[0] == 1.0f && got[1] == 2.0f && got[2] == 3.0f, "rank {}: received {}, {}, {} on parent, first, second", r,
+         got[0], got[1], got[2]);
+}
+
 /// Random (non-integer) gradients, different per rank, several steps: after every step the
-/// parameters are bitwise identical on all ranks.
-template <class Collective, CommContext Context>
+/// parameters are bitwise identical on all ranks, whatever the algorithm, codec or
+/// partitioning.
+template <class Collective, CommContext Context, class... MorePolicies>
 void replicas_stay_bitwise_identical(Context& ctx) {
-  using S = Strategy<AllReduce<Collective>>;
+  using S = Strategy<AllReduce<Collective>, MorePolicies...>;
   std::mt19937 rng(1234u + static_cast<unsigned>(ctx.control().rank()));
   std::normal_distribution<float> normal;
   std::vector<float> w(50'000), gw(w.size()), b(333), gb(b.size());
   for (float& x : w) x = normal(rng);  // differs per rank until the executor broadcasts
-  auto m = make_model(variable<S>("w", w, gw, {250, 200}), variable<S>("b", b, gb, {333}));
-  auto exec = make_executor(ctx, m, optim::sgd{.lr = 0.1f, .momentum = 0.9f},
-                            {.buckets = {.first_bucket_bytes = 4096, .bucket_bytes = 64 * 1024}});
+  auto m = make_model(variable<S>("w", w, gw, {250, 200}), variable<vector_strategy_t<S>>("b", b, gb, {333}));
+  executor_options options{.buckets = {.first_bucket_bytes = 4096, .bucket_bytes = 64 * 1024}};
+  options.compression.powersgd_warmup_steps = 1;
+  auto exec = make_executor(ctx, m, optim::sgd{.lr = 0.1f, .momentum = 0.9f}, options);
   for (int step = 0; step < 4; ++step) {
     for (float& g : gw) g = normal(rng);
     for (float& g : gb) g = normal(rng);
@@ -140,6 +253,28 @@ void executor_averages_gradients(Context& ctx) {
   }
   expect(stats.updated, "step() did not report an update");
   expect(p == 1 || stats.bytes_sent > 0, "rank {}: no bytes reported sent", r);
+}
+
+/// FP16 / BF16 averages stay within the wire type's rounding of the exact average (computed
+/// in double over the control communicator).
+template <class Codec, class Collective, CommContext Context>
+void cast_compression_is_close(Context& ctx, double relative_tolerance) {
+  using S = Strategy<AllReduce<Collective>, Compress<Codec>>;
+  const int p = ctx.control().size();
+  std::mt19937 rng(77u + static_cast<unsigned>(ctx.control().rank()));
+  std::uniform_real_distribution<float> uniform(0.5f, 2.0f);  // one sign: no cancellation
+  std::vector<float> w(3000, 0.0f), g(w.size());
+  for (float& x : g) x = uniform(rng);
+  std::vector<double> exact(g.begin(), g.end());
+  ctx.control().allreduce_sum(std::span<double>(exact));
+  auto m = make_model(variable<S>("w", w, g, {3000}));
+  auto exec = make_executor(ctx, m, optim::sgd{.lr = 1.0f}, {.buckets = {.first_bucket_bytes = 1024, .bucket_bytes = 4096}});
+  exec.step();
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const double want = exact[i] / p;
+    expect(std::abs(g[i] - want) <= relative_tolerance * want, "rank {}: element {} averaged to {}, exact {}",
+           ctx.control().rank(), i, g[i], want);
+  }
 }
 
 }  // namespace strata::conformance

@@ -10,14 +10,46 @@ extern mpi::context* context;
 using namespace strata;
 using testing::context;
 
+namespace {
+// Simulated nodes of 2 ranks where the ranks divide into them; else the machine is one node.
+int two_rank_nodes() { return context->size() % 2 == 0 ? 2 : 0; }
+}  // namespace
+
 TEMPLATE_TEST_CASE("mpi: all-reduce sums exactly", "[mpi][allreduce]", float, double) {
   CHECK_NOTHROW(conformance::allreduce_sums_exactly<Ring, TestType>(*context));
   CHECK_NOTHROW(conformance::allreduce_sums_exactly<Native, TestType>(*context));
+  CHECK_NOTHROW(conformance::allreduce_sums_exactly<Tree, TestType>(*context));
+  CHECK_NOTHROW(conformance::allreduce_sums_exactly<Hierarchical, TestType>(*context));
+  CHECK_NOTHROW(conformance::allreduce_sums_exactly<Hierarchical, TestType>(*context, two_rank_nodes()));
 }
 
 TEST_CASE("mpi: all-reduce averages a bucket of several buffers", "[mpi][allreduce]") {
   CHECK_NOTHROW(conformance::allreduce_averages_buffer_lists<Ring>(*context));
   CHECK_NOTHROW(conformance::allreduce_averages_buffer_lists<Native>(*context));
+  CHECK_NOTHROW(conformance::allreduce_averages_buffer_lists<Tree>(*context));
+  CHECK_NOTHROW(conformance::allreduce_averages_buffer_lists<Hierarchical>(*context, two_rank_nodes()));
+}
+
+TEST_CASE("mpi: hierarchical and tree results equal the flat result", "[mpi][allreduce]") {
+  CHECK_NOTHROW(conformance::allreduce_agrees_with_ring<Hierarchical>(
+      *context, {.ring_chunk_bytes = 256, .ranks_per_node = two_rank_nodes()}));
+  CHECK_NOTHROW(conformance::allreduce_agrees_with_ring<Tree>(*context, {}));
+}
+
+TEST_CASE("mpi: hierarchical all-reduce rejects nodes of different sizes", "[mpi][allreduce]") {
+  if (context->size() < 3) return;  // nodes of size - 1 and 1 ranks
+  CHECK_THROWS_WITH((conformance::allreduce_sums_exactly<Hierarchical, float>(*context, context->size() - 1)),
+                    Catch::Contains("same number of ranks on every node"));
+}
+
+TEMPLATE_TEST_CASE("mpi: allgather collects every rank's block", "[mpi][communicator]", float, double, std::byte,
+                   std::int32_t) {
+  CHECK_NOTHROW(conformance::allgather_collects_every_rank<TestType>(*context));
+}
+
+TEST_CASE("mpi: split forms groups and isolates their traffic", "[mpi][communicator]") {
+  CHECK_NOTHROW(conformance::split_forms_groups(*context));
+  CHECK_NOTHROW(conformance::split_isolates_traffic(*context));
 }
 
 TEST_CASE("mpi: replicas stay bitwise identical", "[mpi][executor]") {
@@ -35,4 +67,24 @@ TEST_CASE("mpi: the context reports ranks and local ranks", "[mpi]") {
   CHECK(context->local_size() == context->size());  // one machine
   CHECK(context->local_rank() == context->rank());
   CHECK(context->collectives().native_handle() != context->control().native_handle());
+  const int color = context->collectives().node_color();  // one machine: one color
+  std::vector<int> colors(static_cast<std::size_t>(context->size()));
+  context->control().allgather(std::span<const int>(&color, 1), std::span<int>(colors));
+  CHECK(std::ranges::count(colors, color) == context->size());
+}
+
+TEST_CASE("mpi: compressed and partitioned strategies keep replicas bitwise identical", "[mpi][compression]") {
+  CHECK_NOTHROW(conformance::replicas_stay_bitwise_identical<Ring, mpi::context, Compress<FP16>>(*context));
+  CHECK_NOTHROW(conformance::replicas_stay_bitwise_identical<Native, mpi::context, Compress<BF16, ErrorFeedback>>(*context));
+  CHECK_NOTHROW(conformance::replicas_stay_bitwise_identical<Ring, mpi::context, Compress<TopK<0.05>, ErrorFeedback>>(*context));
+  CHECK_NOTHROW(conformance::replicas_stay_bitwise_identical<Native, mpi::context, Compress<PowerSGD<2>, ErrorFeedback>>(*context));
+  CHECK_NOTHROW(conformance::replicas_stay_bitwise_identical<Ring, mpi::context, Partition<0>>(*context));
+  CHECK_NOTHROW(conformance::replicas_stay_bitwise_identical<Tree, mpi::context, Compress<FP16, ErrorFeedback>>(*context));
+  CHECK_NOTHROW(conformance::replicas_stay_bitwise_identical<Hierarchical, mpi::context, Compress<TopK<0.1>>>(*context));
+}
+
+TEST_CASE("mpi: FP16 and BF16 averages are within rounding", "[mpi][compression]") {
+  CHECK_NOTHROW(conformance::cast_compression_is_close<FP16, Ring>(*context, 2e-3));
+  CHECK_NOTHROW(conformance::cast_compression_is_close<FP16, Native>(*context, 2e-3));
+  CHECK_NOTHROW(conformance::cast_compression_is_close<BF16, Ring>(*context, 1.6e-2));
 }

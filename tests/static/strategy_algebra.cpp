@@ -42,6 +42,11 @@ static_assert(!AllReduceNeedsReplicate<PSWithRing> && StaleConsistencyNeedsParam
 
 // The executor table: which strategies the dense all-reduce synchronizer takes.
 static_assert(sync::DenseAllReduceStrategy<Strategy<>> && sync::DenseAllReduceStrategy<Strategy<AllReduce<Ring>>>);
-static_assert(!sync::DenseAllReduceStrategy<Sparse> && !sync::DenseAllReduceStrategy<Strategy<Compress<FP16>>>);
+static_assert(sync::DenseAllReduceStrategy<Lossy> && sync::DenseAllReduceStrategy<Strategy<Partition<1>, AllReduce<Hierarchical>>>);
+static_assert(!sync::DenseAllReduceStrategy<Sparse> && !sync::DenseAllReduceStrategy<Strategy<SparseRows>>);
+
+// Vectors next to matrices drop what needs a second dimension.
+static_assert(std::is_same_v<vector_strategy_t<Strategy<Compress<PowerSGD<4>>, Partition<1>>>, Strategy<>>);
+static_assert(std::is_same_v<vector_strategy_t<Strategy<Compress<FP16>, Partition<0>>>, Strategy<Compress<FP16>, Partition<0>>>);
 
 int main() {}

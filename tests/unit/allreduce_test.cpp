@@ -1,25 +1,92 @@
 // All-reduce algorithms on the loopback backend: exact sums for awkward sizes, float and
-// double, 1 to 5 ranks.
+// double, 1 to 5 ranks (Hierarchical: several node layouts).
 #include <catch2/catch.hpp>
 
 #include "conformance/cases.hpp"
 
 using namespace strata;
 
+namespace {
+
+struct node_layout {
+  int ranks, ranks_per_node;  // 0: one node (loopback's node_color)
+};
+// One node, one rank per node, and several nodes of several ranks.
+const std::vector<node_layout> node_layouts = {{1, 0}, {2, 2}, {2, 1}, {3, 0}, {3, 1}, {4, 2},
+                                               {4, 1}, {5, 0}, {5, 1}, {6, 2}, {6, 3}};
+
+}  // namespace
+
 TEMPLATE_TEST_CASE("all-reduce sums exactly on every rank count", "[allreduce]", float, double) {
   for (int ranks = 1; ranks <= 5; ++ranks) {
     INFO("ranks = " << ranks);
     CHECK_NOTHROW(loopback::run(ranks, [](auto& ctx) { conformance::allreduce_sums_exactly<Ring, TestType>(ctx); }));
     CHECK_NOTHROW(loopback::run(ranks, [](auto& ctx) { conformance::allreduce_sums_exactly<Native, TestType>(ctx); }));
+    CHECK_NOTHROW(loopback::run(ranks, [](auto& ctx) { conformance::allreduce_sums_exactly<Tree, TestType>(ctx); }));
+  }
+}
+
+TEMPLATE_TEST_CASE("hierarchical all-reduce sums exactly on every node layout", "[allreduce]", float, double) {
+  for (const node_layout& layout : node_layouts) {
+    INFO("ranks = " << layout.ranks << ", ranks_per_node = " << layout.ranks_per_node);
+    CHECK_NOTHROW(loopback::run(layout.ranks, [&](auto& ctx) {
+      conformance::allreduce_sums_exactly<Hierarchical, TestType>(ctx, layout.ranks_per_node);
+    }));
   }
 }
 
 TEST_CASE("all-reduce averages a bucket of several buffers in place", "[allreduce]") {
   for (int ranks = 1; ranks <= 4; ++ranks) {
     INFO("ranks = " << ranks);
-    CHECK_NOTHROW(loopback::run(ranks, conformance::allreduce_averages_buffer_lists<Ring, loopback::context>));
-    CHECK_NOTHROW(loopback::run(ranks, conformance::allreduce_averages_buffer_lists<Native, loopback::context>));
+    CHECK_NOTHROW(loopback::run(ranks, [](auto& ctx) { conformance::allreduce_averages_buffer_lists<Ring>(ctx); }));
+    CHECK_NOTHROW(loopback::run(ranks, [](auto& ctx) { conformance::allreduce_averages_buffer_lists<Native>(ctx); }));
+    CHECK_NOTHROW(loopback::run(ranks, [](auto& ctx) { conformance::allreduce_averages_buffer_lists<Tree>(ctx); }));
   }
+  for (const node_layout& layout : node_layouts) {
+    INFO("ranks = " << layout.ranks << ", ranks_per_node = " << layout.ranks_per_node);
+    CHECK_NOTHROW(loopback::run(layout.ranks, [&](auto& ctx) {
+      conformance::allreduce_averages_buffer_lists<Hierarchical>(ctx, layout.ranks_per_node);
+    }));
+  }
+}
+
+TEST_CASE("hierarchical result equals flat result", "[allreduce]") {
+  for (const node_layout& layout : node_layouts) {
+    INFO("ranks = " << layout.ranks << ", ranks_per_node = " << layout.ranks_per_node);
+    CHECK_NOTHROW(loopback::run(layout.ranks, [&](auto& ctx) {
+      conformance::allreduce_agrees_with_ring<Hierarchical>(
+          ctx, {.ring_chunk_bytes = 256, .ranks_per_node = layout.ranks_per_node});
+    }));
+  }
+}
+
+TEST_CASE("tree result equals flat result", "[allreduce]") {
+  for (int ranks = 1; ranks <= 6; ++ranks) {
+    INFO("ranks = " << ranks);
+    CHECK_NOTHROW(loopback::run(ranks, [](auto& ctx) { conformance::allreduce_agrees_with_ring<Tree>(ctx, {}); }));
+  }
+}
+
+TEST_CASE("hierarchical all-reduce rejects nodes of different sizes", "[allreduce]") {
+  CHECK_THROWS_WITH(loopback::run(3, [](auto& ctx) { conformance::allreduce_sums_exactly<Hierarchical, float>(ctx, 2); }),
+                    Catch::Contains("same number of ranks on every node, but node 0 has 2, node 1 has 1"));
+}
+
+TEST_CASE("the ring's reduce-scatter leaves each rank its share, and the all-gather spreads them", "[allreduce]") {
+  loopback::run(3, [](auto& ctx) {
+    auto& comm = ctx.collectives();
+    std::vector<float> data = conformance::contribution<float>(1001, comm.rank());
+    const sync::span_list<float> bucket({std::span<float>(data)});
+    sync::ring_workspace<loopback::communicator, float> work;
+    sync::ring_reduce_scatter(comm, bucket, work, 7, 2);
+    const sync::segment share = sync::ring_owned_segment(data.size(), comm.size(), comm.rank());
+    for (std::size_t i = share.begin; i < share.begin + share.size; ++i)
+      conformance::expect(data[i] == conformance::expected_sum<float>(i, 3), "rank {}: element {} of its share",
+                          comm.rank(), i);
+    sync::ring_allgather(comm, bucket, work, 7, 2);
+    for (std::size_t i = 0; i < data.size(); ++i)
+      conformance::expect(data[i] == conformance::expected_sum<float>(i, 3), "rank {}: element {}", comm.rank(), i);
+  });
 }
 
 TEST_CASE("span_list visits the pieces covering a range", "[allreduce]") {
@@ -51,6 +118,24 @@ TEST_CASE("the ring reports the bandwidth-optimal byte count", "[allreduce]") {
     sync::ring_workspace<loopback::communicator, float> work;
     const std::size_t sent = sync::ring_allreduce(comm, sync::span_list<float>({std::span<float>(data)}), 1.0f, work, 256, 3);
     conformance::expect(sent == sync::optimal_allreduce_bytes(16000, 4), "sent {} bytes", sent);
+  });
+}
+
+TEST_CASE("the tree sends the buffer once per round; the hierarchical ring sends the optimal total", "[allreduce]") {
+  loopback::run(6, [](auto& ctx) {
+    auto& comm = ctx.collectives();
+    std::vector<float> data(6000, 1.0f);
+    const sync::span_list<float> bucket({std::span<float>(data)});
+    sync::allreduce<Tree, loopback::communicator, float> tree({});
+    // 6 = 4 + 2: ranks 0 and 1 also return the result to ranks 4 and 5, which only fold in.
+    const std::size_t rounds = comm.rank() < 2 ? 3 : comm.rank() < 4 ? 2 : 1;
+    const std::size_t tree_sent = tree(comm, bucket, 1.0f);
+    conformance::expect(tree_sent == rounds * 24000, "rank {}: the tree sent {} bytes", comm.rank(), tree_sent);
+    // 2/3 of the buffer in each phase within nodes of 3, 1/3 across the 2 nodes: 5/3 in all.
+    sync::allreduce<Hierarchical, loopback::communicator, float> hierarchical({.ranks_per_node = 3});
+    const std::size_t hierarchical_sent = hierarchical(comm, bucket, 1.0f);
+    conformance::expect(hierarchical_sent == sync::optimal_allreduce_bytes(24000, 6),
+                        "rank {}: the hierarchical all-reduce sent {} bytes", comm.rank(), hierarchical_sent);
   });
 }
 

@@ -7,21 +7,28 @@
 #include <string_view>
 #include <type_traits>
 
+#include "strata/numeric/float16.hpp"
+
 namespace strata {
 
-/// Element types every backend moves and sums.
+/// Element types every backend moves and sums: the 16-bit types are what compressed
+/// gradients travel as.
 template <class T>
-concept Element = std::same_as<T, float> || std::same_as<T, double>;
+concept Element = std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, half> || std::same_as<T, bfloat16>;
 
 /// Point-to-point and collective operations over one group of ranks.
 ///
 /// Non-blocking calls return a `request`; the operation's buffers must stay untouched until
 /// `wait` returns. Messages between one pair of ranks with one tag arrive in send order.
 /// Collectives must be called in the same order on every rank.
+///
+/// `split` makes sub-groups (a hierarchical all-reduce's nodes); their traffic never matches
+/// the parent's or a sibling's. `node_color` is equal exactly for the ranks that share a
+/// machine, so `split(node_color(), rank())` groups each machine's ranks.
 template <class C>
 concept Communicator = requires(C& c, const C& cc, std::span<float> f, std::span<const float> cf, std::span<double> d,
-                                std::span<const double> cd, std::span<std::byte> b, int peer, int tag,
-                                typename C::request& r) {
+                                std::span<const double> cd, std::span<std::byte> b, std::span<const std::byte> cb,
+                                int peer, int tag, int color, int key, typename C::request& r) {
   { cc.rank() } -> std::same_as<int>;
   { cc.size() } -> std::same_as<int>;
   { cc.backend_name() } -> std::convertible_to<std::string_view>;
@@ -37,6 +44,10 @@ concept Communicator = requires(C& c, const C& cc, std::span<float> f, std::span
   c.broadcast(f, peer);   // from rank `peer`, blocking
   c.broadcast(b, peer);
   c.barrier();
+  c.allgather(cf, f);     // blocking; any trivially copyable type; rank i's block at i * cf.size()
+  c.allgather(cb, b);
+  { c.split(color, key) } -> std::same_as<C>;  // collective; ranks of one color, ordered by (key, rank)
+  { cc.node_color() } -> std::same_as<int>;
 };
 
 }  // namespace strata

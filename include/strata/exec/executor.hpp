@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <tuple>
 #include <utility>
@@ -29,6 +31,7 @@ namespace strata {
 struct executor_options {
   sync::bucket_options buckets;
   sync::allreduce_options allreduce;
+  sync::compression_options compression;
   /// Micro-batches per update: gradients of K-1 micro-batches are accumulated locally and
   /// only the K-th communicates.
   int accumulation_steps = 1;
@@ -37,6 +40,7 @@ struct executor_options {
 /// Statistics of one step plus whether it updated the parameters.
 struct step_stats : sync_stats {
   bool updated = false;
+  bool skipped = false;  ///< a non-finite gradient was found and on_nonfinite is skip_step
   double seconds = 0.0;  ///< wall time of step() itself
 };
 
@@ -82,17 +86,28 @@ class executor<Context, model<Strategies...>, O> {
     const auto start = std::chrono::steady_clock::now();
     if (overlapping_) require_all_ready();
     const micro_step m = phase();
-    if (m.last) ++updates_;
     std::apply([&](auto&... s) { (s.flush(m), ...); }, synchronizers_);
     step_stats stats;
-    std::apply([&](auto&... s) { ((static_cast<sync_stats&>(stats) += s.finish(m, optimizer_, updates_)), ...); },
-               synchronizers_);
-    stats.updated = m.last;
-    stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    total_ += stats;
+    std::optional<std::string> nonfinite;
+    std::apply([&](auto&... s) { ((static_cast<sync_stats&>(stats) += s.wait(m, nonfinite)), ...); }, synchronizers_);
     micro_ = m.last ? 0 : micro_ + 1;
     ready_.assign(ready_.size(), false);
     overlapping_ = false;
+    total_ += stats;
+    if (m.last && nonfinite) {
+      // Every rank saw the same non-finite sum, so every rank decides the same way.
+      if (options_.compression.on_nonfinite == sync::nonfinite_policy::raise)
+        throw numeric_error(fmt::format("the averaged gradient of \"{}\" is NaN or infinite (some rank produced "
+                                        "non-finite values); parameters were not updated. Lower the learning rate, check "
+                                        "the loss, or set compression.on_nonfinite = skip_step",
+                                        *nonfinite));
+      stats.skipped = true;
+    } else if (m.last) {
+      ++updates_;
+      std::apply([&](auto&... s) { (s.update(optimizer_, updates_), ...); }, synchronizers_);
+      stats.updated = true;
+    }
+    stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return stats;
   }
 
@@ -106,7 +121,8 @@ class executor<Context, model<Strategies...>, O> {
   synchronizer_t<S, comm_type, O> make_synchronizer(Context& context, model_type& m) {
     std::vector<variable_binding> variables;
     for (variable_id id : m.template ids_of<S>()) variables.push_back(m[id]);
-    return {context.collectives(), std::move(variables), {options_.buckets, options_.allreduce}, optimizer_, *thread_};
+    return {context.collectives(), std::move(variables), {options_.buckets, options_.allreduce, options_.compression},
+            optimizer_, *thread_};
   }
 
   std::size_t count_before(std::size_t i) const {
@@ -116,7 +132,7 @@ class executor<Context, model<Strategies...>, O> {
   }
 
   micro_step phase() const {
-    return {micro_ == 0, micro_ + 1 == options_.accumulation_steps, options_.accumulation_steps};
+    return {micro_ == 0, micro_ + 1 == options_.accumulation_steps, options_.accumulation_steps, updates_ + 1};
   }
 
   void require_all_ready() const {

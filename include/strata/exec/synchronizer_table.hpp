@@ -29,11 +29,12 @@ struct synchronizer_for {
   using type = decltype(sizeof(diagnostic::no_synchronizer_for_strategy_on_backend<S, C>));
 };
 
-/// Replicate + AllReduce<Native | Ring>, dense, uncompressed: bucketed data parallelism.
+/// Replicate + AllReduce, dense gradients, any codec, partitioned or not: bucketed data
+/// parallelism.
 template <CanonicalStrategy S, Communicator C, Optimizer O>
   requires sync::DenseAllReduceStrategy<S>
 struct synchronizer_for<S, C, O> {
-  using type = sync::dense_allreduce_synchronizer<typename S::collective::algorithm, C, O>;
+  using type = sync::dense_allreduce_synchronizer<S, C, O>;
 };
 
 template <CanonicalStrategy S, Communicator C, Optimizer O>

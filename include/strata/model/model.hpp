@@ -70,22 +70,29 @@ class model {
 };
 
 namespace detail {
-/// The distinct strategies of some declarations, in order of first appearance.
-template <class... Declarations>
+/// The distinct types of a list, in order of first appearance.
+template <class... Strategies>
 constexpr auto distinct_strategies() {
   namespace hana = boost::hana;
-  return hana::fold_left(hana::tuple_t<typename Declarations::strategy...>, hana::tuple_t<>, [](auto seen, auto s) {
+  return hana::fold_left(hana::tuple_t<Strategies...>, hana::tuple_t<>, [](auto seen, auto s) {
     return hana::if_(hana::contains(seen, s), seen, hana::append(seen, s));
   });
 }
+template <class... Strategies>
+constexpr auto model_type() {
+  return boost::hana::unpack(distinct_strategies<Strategies...>(),
+                             [](auto... s) { return boost::hana::type_c<model<typename decltype(s)::type...>>; });
+}
 }  // namespace detail
+
+/// The model type for some strategies, duplicates removed (e.g. `model_of<S, vector_strategy_t<S>>`).
+template <CanonicalStrategy... Strategies>
+using model_of = typename decltype(detail::model_type<Strategies...>())::type;
 
 /// Builds a model from variable declarations; its strategies are the distinct ones declared.
 template <class... Declarations>
 auto make_model(Declarations... declarations) {
-  namespace hana = boost::hana;
-  auto m = hana::unpack(detail::distinct_strategies<Declarations...>(),
-                        [](auto... s) { return model<typename decltype(s)::type...>{}; });
+  model_of<typename Declarations::strategy...> m;
   (m.add(std::move(declarations)), ...);
   return m;
 }

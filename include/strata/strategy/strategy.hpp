@@ -179,4 +179,15 @@ struct make_strategy<Ps...> {
 template <class... Policies>
 using Strategy = typename detail::make_strategy<Policies...>::type;
 
+/// The strategy for vectors (biases) that sit next to matrices declared with `S`: `S` less
+/// what needs a second dimension (PowerSGD, which factorizes matrices; a partition along an
+/// axis other than 0).
+template <CanonicalStrategy S>
+using vector_strategy_t = canonical_strategy<
+    typename S::placement,
+    std::conditional_t<(S::descriptor.partition_axis > 0), Unpartitioned, typename S::partition>,
+    typename S::collective,
+    std::conditional_t<S::descriptor.codec == codec_kind::powersgd, Compress<None>, typename S::compression>,
+    typename S::consistency, typename S::gradient>;
+
 }  // namespace strata

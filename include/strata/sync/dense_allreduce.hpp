@@ -1,66 +1,106 @@
 #pragma once
-// Data-parallel synchronization of replicated dense variables: fusion buckets averaged by an
-// all-reduce that starts as soon as a bucket's gradients are all ready, then the optimizer
-// on every rank.
+// Data-parallel synchronization of replicated dense variables: fusion buckets averaged over
+// all ranks as soon as their gradients are all ready, then the optimizer on every rank.
 //
-// A bucket is a list of its members' own gradient buffers: the ring reduces them in place,
-// so no gradient is copied into a staging buffer and back (a gradient must therefore stay
-// untouched from grad_ready until step() returns). Only gradient accumulation keeps a
-// buffer of its own, where the first K-1 micro-batches are summed.
+// A bucket is a list of its members' own gradient buffers: uncompressed rings reduce them
+// in place, so no gradient is copied into a staging buffer and back (a gradient must
+// therefore stay untouched from grad_ready until step() returns). Compression is a bucket
+// reducer chosen by the strategy's codec (compress/reducers.hpp). Partitioned variables
+// (Partition<Axis, Shards>) enter the buckets as separate parts, each reduced on its own.
+// Gradient accumulation keeps one buffer per bucket where the first K-1 micro-batches add up.
 #include <chrono>
 #include <cstdint>
 #include <future>
+#include <numeric>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "strata/comm/communicator.hpp"
 #include "strata/model/variable.hpp"
 #include "strata/optim/optimizer.hpp"
 #include "strata/sync/allreduce/algorithm.hpp"
+#include "strata/sync/allreduce/ring.hpp"
 #include "strata/sync/bucket_plan.hpp"
 #include "strata/sync/comm_thread.hpp"
+#include "strata/sync/compress/bucket.hpp"
+#include "strata/sync/compress/reducers.hpp"
 #include "strata/sync/span_list.hpp"
 #include "strata/sync/stats.hpp"
 
 namespace strata::sync {
 
-/// The strategies this synchronizer implements.
+/// The strategies this synchronizer implements: replicated, dense gradients, any all-reduce
+/// algorithm and codec, partitioned or not.
 template <class S>
 concept DenseAllReduceStrategy =
-    CanonicalStrategy<S> && S::descriptor.placement == placement_kind::replicate && !S::descriptor.partitioned() &&
-    !S::descriptor.sparse_rows && S::descriptor.codec == codec_kind::none &&
-    (S::descriptor.collective == collective_kind::native || S::descriptor.collective == collective_kind::ring);
+    CanonicalStrategy<S> && S::descriptor.placement == placement_kind::replicate && !S::descriptor.sparse_rows;
 
 struct dense_allreduce_options {
   bucket_options buckets;
   allreduce_options allreduce;
+  compression_options compression;
 };
 
-template <class Algorithm, Communicator C, Optimizer O>
+/// One variable, or one part of a partitioned variable: the unit buckets are made of.
+struct gradient_piece {
+  std::size_t variable;
+  std::string name;
+  std::vector<std::span<float>> blocks;  // the piece's memory inside the variable's gradient
+  std::size_t rows, cols;                // seen as a row-major matrix
+  std::size_t elements() const { return rows * cols; }
+};
+
+/// Splits a gradient into `parts` pieces along `axis` (as evenly as possible); part k of
+/// axis a is, for every index of the axes before a, one contiguous block.
+inline std::vector<gradient_piece> partition_gradient(std::size_t variable, const variable_binding& v, int axis, int parts) {
+  const std::vector<std::size_t>& shape = v.shape;
+  if (axis < 0 || parts <= 1 || shape.empty()) {
+    const std::size_t rows = shape.empty() ? v.elements() : shape[0];
+    return {{variable, v.name, {v.grad}, rows, rows == 0 ? 0 : v.elements() / rows}};
+  }
+  const auto a = static_cast<std::size_t>(axis);
+  const std::size_t extent = shape[a];
+  const std::size_t outer = std::accumulate(shape.begin(), shape.begin() + axis, std::size_t{1}, std::multiplies<>());
+  const std::size_t inner = std::accumulate(shape.begin() + axis + 1, shape.end(), std::size_t{1}, std::multiplies<>());
+  const int count = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(parts), std::max<std::size_t>(extent, 1)));
+  std::vector<gradient_piece> pieces;
+  for (int k = 0; k < count; ++k) {
+    const segment s = ring_segment(extent, count, k);
+    gradient_piece piece{variable, fmt::format("{}[part {} of {} along axis {}]", v.name, k, count, axis), {}, 0, 0};
+    for (std::size_t o = 0; o < outer; ++o) piece.blocks.push_back(v.grad.subspan((o * extent + s.begin) * inner, s.size * inner));
+    // As a matrix: rows of the variable's first axis, as PowerSGD sees a 2-D gradient.
+    piece.rows = a == 0 ? s.size : shape[0];
+    piece.cols = piece.rows == 0 ? 0 : s.size * inner * outer / piece.rows;
+    pieces.push_back(std::move(piece));
+  }
+  return pieces;
+}
+
+template <CanonicalStrategy S, Communicator C, Optimizer O>
 class dense_allreduce_synchronizer {
+  using algorithm = typename S::collective::algorithm;
+  using reducer = bucket_reducer<typename S::compression, algorithm, C>;
+
  public:
   /// Broadcasts rank 0's parameters so every replica starts equal. The bindings are copied:
   /// the synchronizer does not depend on the model object afterwards.
   dense_allreduce_synchronizer(C& comm, std::vector<variable_binding> variables, const dense_allreduce_options& options,
                                const O& optimizer, comm_thread& thread)
-      : comm_(&comm), thread_(&thread), variables_(std::move(variables)), reduce_(options.allreduce) {
-    std::vector<std::size_t> elements;
-    for (variable_binding& v : variables_) {
-      elements.push_back(v.elements());
-      states_.push_back(optimizer.make_state(v.elements()));
-      comm.broadcast(v.param, 0);
+      : comm_(&comm), thread_(&thread), variables_(std::move(variables)) {
+    constexpr strategy_descriptor d = S::descriptor;
+    const int parts = d.partition_shards > 0 ? d.partition_shards : comm.size();
+    for (std::size_t k = 0; k < variables_.size(); ++k) {
+      states_.push_back(optimizer.make_state(variables_[k].elements()));
+      comm.broadcast(variables_[k].param, 0);
+      first_piece_.push_back(pieces_.size());
+      for (gradient_piece& piece : partition_gradient(k, variables_[k], d.partition_axis, parts))
+        pieces_.push_back(std::move(piece));
     }
-    home_.resize(variables_.size());
-    for (bucket_layout& layout : plan_buckets(elements, sizeof(float), options.buckets)) {
-      bucket& b = buckets_.emplace_back();
-      std::vector<std::span<float>> grads;
-      for (std::size_t i = 0; i < layout.members.size(); ++i) {
-        grads.push_back(variables_[layout.members[i]].grad);
-        home_[layout.members[i]] = {buckets_.size() - 1, layout.offsets[i]};
-      }
-      b.grads = span_list<float>(std::move(grads));
-      b.members = layout.members.size();
-    }
+    build_buckets(options);
     staged_.assign(variables_.size(), false);
   }
 
@@ -78,8 +118,9 @@ class dense_allreduce_synchronizer {
     if (m.last) launch_complete_buckets(m);
   }
 
-  /// Waits for the buckets (the gradients are now averaged) and applies the optimizer.
-  sync_stats finish(micro_step m, const O& optimizer, std::int64_t update) {
+  /// Waits for the buckets: afterwards the gradients are averaged. Reports the first
+  /// variable whose averaged gradient is not finite, if a codec found one.
+  sync_stats wait(micro_step m, std::optional<std::string>& nonfinite) {
     sync_stats stats;
     if (m.last) {
       for (bucket& b : buckets_) {
@@ -87,10 +128,9 @@ class dense_allreduce_synchronizer {
         b.done.get();
         stats.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         stats.comm_seconds += b.seconds;
-        stats.bytes_sent += b.bytes_sent;
+        stats.bytes_sent += b.result.bytes_sent;
+        if (!nonfinite) nonfinite = b.result.nonfinite;
       }
-      for (std::size_t k = 0; k < variables_.size(); ++k)
-        optimizer.update(variables_[k].param, variables_[k].grad, states_[k], update);
       next_launch_ = 0;
     }
     for (bucket& b : buckets_) b.staged = 0;
@@ -98,47 +138,79 @@ class dense_allreduce_synchronizer {
     return stats;
   }
 
+  /// Applies the optimizer to every variable with its averaged gradient.
+  void update(const O& optimizer, std::int64_t update) {
+    for (std::size_t k = 0; k < variables_.size(); ++k)
+      optimizer.update(variables_[k].param, variables_[k].grad, states_[k], update);
+  }
+
   std::span<const variable_binding> variables() const { return variables_; }
   std::size_t bucket_count() const { return buckets_.size(); }
 
  private:
   struct bucket {
-    span_list<float> grads;            // the members' gradient buffers, reduced in place
-    std::vector<float> accumulated;    // sum of earlier micro-batches (accumulation only)
-    std::size_t members = 0, staged = 0;
+    span_list<float> grads;         // the pieces' memory, reduced in place
+    std::vector<bucket_item> items;  // the pieces, for codecs and error messages
+    std::optional<reducer> reduce;
+    std::vector<float> accumulated;  // sum of earlier micro-batches (accumulation only)
+    std::size_t pieces = 0, staged = 0;
     std::future<void> done;
-    std::uint64_t bytes_sent = 0;
+    bucket_result result;
     double seconds = 0.0;
   };
   struct position {
     std::size_t bucket = 0, offset = 0;  // element offset within the bucket
   };
 
-  /// Accumulation: micro-batches before the last add into the bucket's own buffer; the last
-  /// adds that sum into the gradient, which is then reduced in place.
+  void build_buckets(const dense_allreduce_options& options) {
+    std::vector<std::size_t> elements;
+    for (const gradient_piece& piece : pieces_) elements.push_back(piece.elements());
+    home_.resize(pieces_.size());
+    for (const bucket_layout& layout : plan_buckets(elements, sizeof(float), options.buckets)) {
+      bucket& b = buckets_.emplace_back();
+      std::vector<std::span<float>> blocks;
+      for (std::size_t i = 0; i < layout.members.size(); ++i) {
+        const gradient_piece& piece = pieces_[layout.members[i]];
+        blocks.insert(blocks.end(), piece.blocks.begin(), piece.blocks.end());
+        b.items.push_back({piece.name, layout.offsets[i], piece.rows, piece.cols});
+        home_[layout.members[i]] = {buckets_.size() - 1, layout.offsets[i]};
+      }
+      b.grads = span_list<float>(std::move(blocks));
+      b.pieces = layout.members.size();
+      b.reduce.emplace(options.allreduce, options.compression, b.items);
+    }
+  }
+
+  /// Marks variable k's pieces staged. Accumulation: micro-batches before the last add into
+  /// the bucket's own buffer; the last adds that sum into the gradient, reduced in place.
   void stage(std::size_t k, micro_step m) {
-    const position at = home_[k];
-    bucket& b = buckets_[at.bucket];
-    if (m.micro_batches > 1) {
-      b.accumulated.resize(b.grads.size());
-      std::span<float> grad = variables_[k].grad;
-      float* sum = b.accumulated.data() + at.offset;
+    for (std::size_t i = first_piece_[k]; i < pieces_.size() && pieces_[i].variable == k; ++i) {
+      const position at = home_[i];
+      bucket& b = buckets_[at.bucket];
+      if (m.micro_batches > 1) accumulate(b, at.offset, pieces_[i].elements(), m);
+      ++b.staged;
+    }
+    staged_[k] = true;
+  }
+
+  static void accumulate(bucket& b, std::size_t offset, std::size_t elements, micro_step m) {
+    b.accumulated.resize(b.grads.size());
+    b.grads.for_each(offset, elements, [&](std::size_t at, std::span<float> grad) {
+      float* sum = b.accumulated.data() + offset + at;
       for (std::size_t i = 0; i < grad.size(); ++i) {
         if (m.last) grad[i] += sum[i];
         else sum[i] = m.first ? grad[i] : sum[i] + grad[i];
       }
-    }
-    staged_[k] = true;
-    ++b.staged;
+    });
   }
 
   void launch_complete_buckets(micro_step m) {
     const float scale = 1.0f / static_cast<float>(comm_->size() * m.micro_batches);
-    while (next_launch_ < buckets_.size() && buckets_[next_launch_].staged == buckets_[next_launch_].members) {
+    while (next_launch_ < buckets_.size() && buckets_[next_launch_].staged == buckets_[next_launch_].pieces) {
       bucket& b = buckets_[next_launch_++];
-      b.done = thread_->submit([this, &b, scale] {
+      b.done = thread_->submit([this, &b, scale, update = m.update] {
         const auto start = std::chrono::steady_clock::now();
-        b.bytes_sent = reduce_(*comm_, b.grads, scale);
+        b.result = (*b.reduce)(*comm_, bucket_view{b.grads, b.items, update}, scale);
         b.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       });
     }
@@ -148,11 +220,12 @@ class dense_allreduce_synchronizer {
   comm_thread* thread_;
   std::vector<variable_binding> variables_;
   std::vector<typename O::state> states_;
+  std::vector<gradient_piece> pieces_;  // grouped by variable, in declaration order
+  std::vector<std::size_t> first_piece_;  // per variable
   std::vector<bucket> buckets_;
-  std::vector<position> home_;  // where each variable lives in the buckets
+  std::vector<position> home_;  // where each piece lives in the buckets
   std::vector<bool> staged_;    // per variable, this micro-batch
   std::size_t next_launch_ = 0;
-  allreduce<Algorithm, C, float> reduce_;
 };
 
 }  // namespace strata::sync

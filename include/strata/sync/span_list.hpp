@@ -39,6 +39,13 @@ class span_list {
     }
   }
 
+  /// The elements [begin, begin + n) as a list of their own, over the same memory.
+  span_list slice(std::size_t begin, std::size_t n) const {
+    std::vector<std::span<T>> pieces;
+    for_each(begin, n, [&](std::size_t, std::span<T> s) { pieces.push_back(s); });
+    return span_list(std::move(pieces));
+  }
+
  private:
   std::vector<std::span<T>> parts_;
   std::vector<std::size_t> starts_;

@@ -22,6 +22,7 @@ struct micro_step {
   bool first = true;  ///< the first micro-batch: gradients replace what was accumulated
   bool last = true;   ///< the last micro-batch: communicate and update
   int micro_batches = 1;  ///< micro-batches accumulated into this update
+  std::int64_t update = 1;  ///< the update this micro-batch contributes to, from 1
 };
 
 }  // namespace strata

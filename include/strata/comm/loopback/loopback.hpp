@@ -12,9 +12,12 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <span>
 #include <string_view>
 #include <thread>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -27,7 +30,7 @@ namespace strata::loopback {
 
 class communicator;
 
-/// The shared state of one group of ranks.
+/// The shared state of one group of ranks (and of the groups split from it).
 class world {
  public:
   explicit world(int size) : boxes_(static_cast<std::size_t>(size)) {
@@ -38,6 +41,13 @@ class world {
 
   int size() const { return static_cast<int>(boxes_.size()); }
   communicator rank(int r);
+
+  /// The context id of the `index`-th split of the communicators with context `parent`, for
+  /// `color`: the same for every member, and unlike any other group's.
+  int child_context(int parent, int index, int color) {
+    std::lock_guard lock(contexts_mutex_);
+    return contexts_.try_emplace({parent, index, color}, static_cast<int>(contexts_.size()) + 1).first->second;
+  }
 
   /// Wakes every waiting rank with an error: one rank failed, so nobody waits for it forever.
   void abort(int failed_rank) {
@@ -53,23 +63,24 @@ class world {
   struct mailbox {
     std::mutex mutex;
     std::condition_variable ready;
-    std::map<std::pair<int, int>, std::deque<std::vector<std::byte>>> queues;  // (source, tag) -> messages
+    // (context, source, tag) -> messages, ranks in the world
+    std::map<std::tuple<int, int, int>, std::deque<std::vector<std::byte>>> queues;
     int failed_rank = -1;
   };
 
-  void deliver(int source, int dest, int tag, std::span<const std::byte> bytes) {
+  void deliver(int context, int source, int dest, int tag, std::span<const std::byte> bytes) {
     auto& box = boxes_[static_cast<std::size_t>(dest)];
     {
       std::lock_guard lock(box.mutex);
-      box.queues[{source, tag}].emplace_back(bytes.begin(), bytes.end());
+      box.queues[{context, source, tag}].emplace_back(bytes.begin(), bytes.end());
     }
     box.ready.notify_all();
   }
 
-  std::vector<std::byte> take(int dest, int source, int tag) {
+  std::vector<std::byte> take(int context, int dest, int source, int tag) {
     auto& box = boxes_[static_cast<std::size_t>(dest)];
     std::unique_lock lock(box.mutex);
-    auto& queue = box.queues[{source, tag}];
+    auto& queue = box.queues[{context, source, tag}];
     box.ready.wait(lock, [&] { return !queue.empty() || box.failed_rank >= 0; });
     if (queue.empty())
       throw comm_error(fmt::format("loopback rank {}: gave up receiving from rank {} (tag {}) because rank {} failed", dest,
@@ -80,9 +91,12 @@ class world {
   }
 
   std::deque<mailbox> boxes_;  // deque: mailboxes hold a mutex and never move
+  std::mutex contexts_mutex_;
+  std::map<std::tuple<int, int, int>, int> contexts_;  // (parent, index, color) -> context; the world's is 0
 };
 
-/// One rank's view of a loopback world.
+/// One rank's view of a loopback world, or of a group split from it. Ranks are relative to
+/// the group; the world sees their world ranks.
 class communicator {
  public:
   /// Sends complete at once (the bytes are copied); receives complete in wait().
@@ -91,12 +105,14 @@ class communicator {
   };
 
   int rank() const { return rank_; }
-  int size() const { return world_->size(); }
+  int size() const { return static_cast<int>(members_.size()); }
   std::string_view backend_name() const { return "loopback"; }
+  /// Every thread shares one machine.
+  int node_color() const { return 0; }
 
   template <Element T>
   request isend(std::span<const T> data, int dest, int tag) {
-    world_->deliver(rank_, dest, tag, std::as_bytes(data));
+    send_bytes(dest, tag, std::as_bytes(data));
     return {};
   }
 
@@ -109,7 +125,7 @@ class communicator {
   template <Element T>
   request iallreduce_sum(std::span<T> data) {
     for (int r = 0; r < size(); ++r)
-      if (r != rank_) world_->deliver(rank_, r, allreduce_tag, std::as_bytes(std::span<const T>(data)));
+      if (r != rank_) send_bytes(r, allreduce_tag, std::as_bytes(std::span<const T>(data)));
     return {[this, data] {
       std::vector<T> sum(data.size(), T{});
       std::vector<T> incoming(data.size());
@@ -139,7 +155,7 @@ class communicator {
   void broadcast(std::span<T> data, int root) {
     if (rank_ == root) {
       for (int r = 0; r < size(); ++r)
-        if (r != root) world_->deliver(rank_, r, broadcast_tag, std::as_bytes(std::span<const T>(data)));
+        if (r != root) send_bytes(r, broadcast_tag, std::as_bytes(std::span<const T>(data)));
     } else {
       receive_into(std::as_writable_bytes(data), root, broadcast_tag);
     }
@@ -148,20 +164,61 @@ class communicator {
   void barrier() {
     std::byte token{};
     for (int r = 0; r < size(); ++r)
-      if (r != rank_) world_->deliver(rank_, r, barrier_tag, {&token, 1});
+      if (r != rank_) send_bytes(r, barrier_tag, {&token, 1});
     for (int r = 0; r < size(); ++r)
       if (r != rank_) receive_into({&token, 1}, r, barrier_tag);
+  }
+
+  template <class T>
+    requires std::is_trivially_copyable_v<T>
+  void allgather(std::span<const T> mine, std::span<T> all) {
+    const std::size_t n = mine.size();
+    if (all.size() != n * members_.size())
+      throw comm_error(fmt::format("loopback rank {}: allgather of {} elements from each of {} ranks into {} elements",
+                                   rank_, n, size(), all.size()));
+    for (int r = 0; r < size(); ++r)
+      if (r != rank_) send_bytes(r, allgather_tag, std::as_bytes(mine));
+    for (int r = 0; r < size(); ++r) {
+      const std::span<T> block = all.subspan(static_cast<std::size_t>(r) * n, n);
+      if (r == rank_)
+        std::ranges::copy(mine, block.begin());
+      else
+        receive_into(std::as_writable_bytes(block), r, allgather_tag);
+    }
+  }
+
+  /// Each member learns every rank's (color, key) and so computes the same group and the
+  /// same context id. Each communicator object numbers its own splits.
+  communicator split(int color, int key) {
+    const int mine[] = {color, key};
+    std::vector<int> all(2 * members_.size());  // (color, key) of each rank
+    allgather(std::span<const int>(mine), std::span<int>(all));
+    std::vector<int> group;  // ranks here with this color, ordered by (key, rank)
+    for (int r = 0; r < size(); ++r)
+      if (all[2 * static_cast<std::size_t>(r)] == color) group.push_back(r);
+    std::ranges::stable_sort(group, {}, [&](int r) { return all[2 * static_cast<std::size_t>(r) + 1]; });
+    std::vector<int> members;
+    for (int r : group) members.push_back(members_[static_cast<std::size_t>(r)]);
+    const int rank = static_cast<int>(std::ranges::find(group, rank_) - group.begin());
+    return communicator(*world_, world_->child_context(context_, splits_++, color), std::move(members), rank);
   }
 
  private:
   friend class world;
   // Collectives use reserved negative tags; per-pair FIFO order keeps successive calls apart.
-  static constexpr int allreduce_tag = -1, broadcast_tag = -2, barrier_tag = -3;
+  static constexpr int allreduce_tag = -1, broadcast_tag = -2, barrier_tag = -3, allgather_tag = -4;
 
-  communicator(world& w, int rank) : world_(&w), rank_(rank) {}
+  communicator(world& w, int context, std::vector<int> members, int rank)
+      : world_(&w), context_(context), members_(std::move(members)), rank_(rank) {}
+
+  int world_rank(int r) const { return members_[static_cast<std::size_t>(r)]; }
+
+  void send_bytes(int dest, int tag, std::span<const std::byte> bytes) {
+    world_->deliver(context_, world_rank(rank_), world_rank(dest), tag, bytes);
+  }
 
   void receive_into(std::span<std::byte> out, int source, int tag) {
-    std::vector<std::byte> message = world_->take(rank_, source, tag);
+    std::vector<std::byte> message = world_->take(context_, world_rank(rank_), world_rank(source), tag);
     if (message.size() != out.size())
       throw comm_error(fmt::format("loopback rank {}: message from rank {} (tag {}) has {} bytes, the receive expects {}",
                                    rank_, source, tag, message.size(), out.size()));
@@ -169,12 +226,17 @@ class communicator {
   }
 
   world* world_;
+  int context_;               // keeps this group's messages apart from every other group's
+  std::vector<int> members_;  // world rank of each rank here
   int rank_;
+  int splits_ = 0;            // numbers the next split, for its context id
 };
 
 inline communicator world::rank(int r) {
   if (r < 0 || r >= size()) throw std::out_of_range(fmt::format("loopback::world: rank {} outside [0, {})", r, size()));
-  return communicator(*this, r);
+  std::vector<int> everyone(boxes_.size());
+  std::iota(everyone.begin(), everyone.end(), 0);
+  return communicator(*this, 0, std::move(everyone), r);
 }
 
 /// One rank's communicators, one per purpose (see CommContext).

@@ -8,9 +8,11 @@
 #include <climits>
 #include <optional>
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -48,8 +50,38 @@ template <>
 inline MPI_Datatype datatype<double>() { return MPI_DOUBLE; }
 template <>
 inline MPI_Datatype datatype<std::byte>() { return MPI_BYTE; }
+template <>
+inline MPI_Datatype datatype<half>() { return MPI_UINT16_T; }
+template <>
+inline MPI_Datatype datatype<bfloat16>() { return MPI_UINT16_T; }
 
-/// One MPI communicator (not owning: the context owns and frees them).
+namespace detail {
+template <class T>
+void sum_into(void* in, void* inout, int* count, MPI_Datatype*) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *count; ++i) b[i] += a[i];
+}
+}  // namespace detail
+
+/// MPI_SUM for the predefined types; for the 16-bit floats, which MPI does not know, an
+/// operation created once on first use.
+template <Element T>
+MPI_Op sum_op() {
+  if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
+    static const MPI_Op op = [] {
+      MPI_Op created = MPI_OP_NULL;
+      check(MPI_Op_create(&detail::sum_into<T>, /*commute=*/1, &created), "MPI_Op_create");
+      return created;
+    }();
+    return op;
+  } else {
+    return MPI_SUM;
+  }
+}
+
+/// One MPI communicator. The context's are not owning (the context frees them); those made
+/// by split() free their MPI_Comm with their last copy.
 class communicator {
  public:
   /// Plain MPI request; MPI_REQUEST_NULL once complete.
@@ -57,7 +89,9 @@ class communicator {
     MPI_Request handle = MPI_REQUEST_NULL;
   };
 
-  communicator(MPI_Comm comm, std::string_view purpose) : comm_(comm), purpose_(purpose) {
+  /// `node_color`: equal exactly for the ranks of `comm` that share a machine.
+  communicator(MPI_Comm comm, std::string_view purpose, int node_color)
+      : comm_(comm), purpose_(purpose), node_color_(node_color) {
     check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
   }
@@ -65,7 +99,9 @@ class communicator {
   int rank() const { return rank_; }
   int size() const { return size_; }
   std::string_view backend_name() const { return "mpi"; }
+  /// What the context made it for; a split communicator keeps its parent's purpose.
   std::string_view purpose() const { return purpose_; }
+  int node_color() const { return node_color_; }
   MPI_Comm native_handle() const { return comm_; }
 
   template <class T>
@@ -85,14 +121,14 @@ class communicator {
   template <Element T>
   request iallreduce_sum(std::span<T> data) {
     request r;
-    check(MPI_Iallreduce(MPI_IN_PLACE, data.data(), count(data.size()), datatype<T>(), MPI_SUM, comm_, &r.handle),
+    check(MPI_Iallreduce(MPI_IN_PLACE, data.data(), count(data.size()), datatype<T>(), sum_op<T>(), comm_, &r.handle),
           "MPI_Iallreduce", rank_);
     return r;
   }
 
   template <Element T>
   void allreduce_sum(std::span<T> data) {
-    check(MPI_Allreduce(MPI_IN_PLACE, data.data(), count(data.size()), datatype<T>(), MPI_SUM, comm_), "MPI_Allreduce",
+    check(MPI_Allreduce(MPI_IN_PLACE, data.data(), count(data.size()), datatype<T>(), sum_op<T>(), comm_), "MPI_Allreduce",
           rank_);
   }
 
@@ -105,7 +141,37 @@ class communicator {
 
   void barrier() { check(MPI_Barrier(comm_), "MPI_Barrier", rank_); }
 
+  /// Sent as bytes, so any trivially copyable type works.
+  template <class T>
+    requires std::is_trivially_copyable_v<T>
+  void allgather(std::span<const T> mine, std::span<T> all) {
+    if (all.size() != mine.size() * static_cast<std::size_t>(size_))
+      throw comm_error(fmt::format("rank {}: allgather of {} elements from each of {} ranks into {} elements", rank_,
+                                   mine.size(), size_, all.size()));
+    const int bytes = count(mine.size_bytes());
+    check(MPI_Allgather(mine.data(), bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, comm_), "MPI_Allgather", rank_);
+  }
+
+  /// `color` must be non-negative (MPI's rule).
+  communicator split(int color, int key) {
+    MPI_Comm c = MPI_COMM_NULL;
+    check(MPI_Comm_split(comm_, color, key, &c), "MPI_Comm_split", rank_);
+    auto owner = std::shared_ptr<MPI_Comm>(new MPI_Comm(c), free_comm);
+    check(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", rank_);
+    communicator child(c, purpose_, node_color_);
+    child.owner_ = std::move(owner);
+    return child;
+  }
+
  private:
+  // A communicator that outlives MPI_Finalize has nothing left to free.
+  static void free_comm(MPI_Comm* c) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(c);
+    delete c;
+  }
+
   int count(std::size_t n) const {
     if (n > static_cast<std::size_t>(INT_MAX))
       throw comm_error(fmt::format("rank {}: {} elements exceed MPI's int count; split the buffer", rank_, n));
@@ -113,7 +179,9 @@ class communicator {
   }
 
   MPI_Comm comm_;
+  std::shared_ptr<MPI_Comm> owner_;  // set when this communicator frees comm_
   std::string_view purpose_;
+  int node_color_;
   int rank_ = 0;
   int size_ = 1;
 };
@@ -165,14 +233,23 @@ class context {
     if (provided < MPI_THREAD_MULTIPLE)
       throw comm_error("this MPI library does not provide MPI_THREAD_MULTIPLE, which strata needs to communicate on a "
                        "background thread; use an MPI built with thread support (OpenMPI: --enable-mpi-thread-multiple)");
-    world_.emplace(dup(MPI_COMM_WORLD), "control");
-    collectives_.emplace(dup(MPI_COMM_WORLD), "collectives");
-    parameter_server_.emplace(dup(MPI_COMM_WORLD), "parameter_server");
     MPI_Comm node = MPI_COMM_NULL;
     check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
     owned_.push_back(node);
     check(MPI_Comm_rank(node, &local_rank_), "MPI_Comm_rank");
     check(MPI_Comm_size(node, &local_size_), "MPI_Comm_size");
+    const int node_color = first_world_rank(node);
+    world_.emplace(dup(MPI_COMM_WORLD), "control", node_color);
+    collectives_.emplace(dup(MPI_COMM_WORLD), "collectives", node_color);
+    parameter_server_.emplace(dup(MPI_COMM_WORLD), "parameter_server", node_color);
+  }
+
+  // The machine's first rank names it: a color every communicator's split can use.
+  static int first_world_rank(MPI_Comm node) {
+    int rank = 0;
+    check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
+    check(MPI_Bcast(&rank, 1, MPI_INT, 0, node), "MPI_Bcast");
+    return rank;
   }
 
   MPI_Comm dup(MPI_Comm from) {

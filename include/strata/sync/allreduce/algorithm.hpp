@@ -3,12 +3,15 @@
 // averages a fusion bucket (a list of gradient buffers) in place over all ranks.
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "strata/comm/communicator.hpp"
 #include "strata/policy/collective.hpp"
+#include "strata/sync/allreduce/hierarchical.hpp"
 #include "strata/sync/allreduce/ring.hpp"
+#include "strata/sync/allreduce/tree.hpp"
 #include "strata/sync/span_list.hpp"
 
 namespace strata::sync {
@@ -16,6 +19,8 @@ namespace strata::sync {
 struct allreduce_options {
   std::size_t ring_chunk_bytes = std::size_t{256} << 10;
   std::size_t ring_window = 4;  ///< chunks in flight each way
+  /// Hierarchical: nodes of this many consecutive ranks (simulated nodes); 0: the machines.
+  int ranks_per_node = 0;
 };
 
 /// Bytes a bandwidth-optimal all-reduce sends per rank: 2(p-1)/p of the buffer.
@@ -44,7 +49,10 @@ class allreduce<Native, C, T> {
         for (T& x : buffer) x *= scale;
     } else {
       data.for_each(0, data.size(), [&](std::size_t offset, std::span<T> s) {
-        for (std::size_t k = 0; k < s.size(); ++k) s[k] = staging_[offset + k] * scale;
+        for (std::size_t k = 0; k < s.size(); ++k) {
+          s[k] = staging_[offset + k];
+          if (scale != T{1}) s[k] *= scale;
+        }
       });
     }
     return optimal_allreduce_bytes(data.size() * sizeof(T), comm.size());
@@ -72,6 +80,38 @@ class allreduce<Ring, C, T> {
 
  private:
   std::size_t chunk_elements_, window_;
+  ring_workspace<C, T> work_;
+};
+
+/// Recursive doubling through one staged copy: the fewest latencies, for small buckets.
+template <Communicator C, Element T>
+class allreduce<Tree, C, T> {
+ public:
+  explicit allreduce(const allreduce_options&) {}
+  std::size_t operator()(C& comm, const span_list<T>& data, T scale) {
+    return tree_allreduce(comm, data, scale, work_);
+  }
+
+ private:
+  tree_workspace<T> work_;
+};
+
+/// strata's ring within each node and across nodes, in place. The first call splits the
+/// communicator into its node groups and keeps them, so an instance serves one communicator.
+template <Communicator C, Element T>
+class allreduce<Hierarchical, C, T> {
+ public:
+  explicit allreduce(const allreduce_options& o)
+      : ranks_per_node_(o.ranks_per_node), chunk_elements_(o.ring_chunk_bytes / sizeof(T)), window_(o.ring_window) {}
+  std::size_t operator()(C& comm, const span_list<T>& data, T scale) {
+    if (!groups_) groups_ = split_by_node(comm, ranks_per_node_);
+    return hierarchical_allreduce(*groups_, data, scale, work_, chunk_elements_, window_);
+  }
+
+ private:
+  int ranks_per_node_;
+  std::size_t chunk_elements_, window_;
+  std::optional<node_groups<C>> groups_;
   ring_workspace<C, T> work_;
 };
 

@@ -10,6 +10,9 @@
 // chunks: each is forwarded as soon as it has arrived and been reduced, at most `window`
 // chunks in flight, which keeps the data being reduced in cache. Every result is computed
 // on exactly one rank and then copied, so all ranks end bitwise identical.
+//
+// The two halves also run alone (ring_reduce_scatter, ring_allgather): the hierarchical
+// all-reduce puts a cross-node all-reduce between them.
 #include <algorithm>
 #include <cstddef>
 #include <span>
@@ -30,6 +33,20 @@ inline segment ring_segment(std::size_t n, int parts, int i) {
   return {k * base + std::min(k, extra), base + (k < extra ? 1 : 0)};
 }
 
+/// The segment whose full sum `rank` holds after ring_reduce_scatter over `ranks` ranks.
+inline segment ring_owned_segment(std::size_t n, int ranks, int rank) {
+  return ring_segment(n, ranks, (rank + 1) % ranks);
+}
+
+/// Multiplies every element by `scale`.
+template <Element T>
+void scale_in_place(const span_list<T>& data, T scale) {
+  if (scale == T{1}) return;
+  data.for_each(0, data.size(), [&](std::size_t, std::span<T> s) {
+    for (T& x : s) x *= scale;
+  });
+}
+
 /// Reusable state of one ring, so repeated calls allocate nothing once warm.
 template <Communicator C, Element T>
 struct ring_workspace {
@@ -47,22 +64,19 @@ struct ring_workspace {
   std::vector<request_range> received, forwarded, first_sends;
 };
 
-/// Averages `data` over all ranks in place: the sum times `scale` (1 for a plain sum).
-/// A chunk that spans several buffers travels as one message per buffer; the layout is
-/// the same on every rank. Returns the bytes this rank sent.
+namespace detail {
+
+/// Steps [first, last) of the ring all-reduce on more than one rank; the result of a step
+/// that completes a sum is scaled. A chunk that spans several buffers travels as one
+/// message per buffer; the layout is the same on every rank. Returns the bytes sent.
 template <Communicator C, Element T>
-std::size_t ring_allreduce(C& comm, const span_list<T>& data, T scale, ring_workspace<C, T>& work,
-                           std::size_t chunk_elements, std::size_t window) {
+std::size_t ring_steps(C& comm, const span_list<T>& data, T scale, ring_workspace<C, T>& work,
+                       std::size_t chunk_elements, std::size_t window, int first, int last) {
   const int p = comm.size(), r = comm.rank();
   const std::size_t n = data.size();
-  if (p == 1) {
-    if (scale != T{1})
-      data.for_each(0, n, [&](std::size_t, std::span<T> s) { std::ranges::for_each(s, [&](T& x) { x *= scale; }); });
-    return 0;
-  }
-  if (n == 0) return 0;
+  if (n == 0 || first == last) return 0;
   constexpr int tag_base = 0x5254;  // + step: the chunks of one step arrive in order
-  const int right = (r + 1) % p, left = (r + p - 1) % p, steps = 2 * (p - 1);
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
   const std::size_t chunk = std::max<std::size_t>(chunk_elements, 1), slots = std::max<std::size_t>(window, 1);
   auto segment_of = [&](int i) { return ring_segment(n, p, ((i % p) + p) % p); };
 
@@ -70,7 +84,7 @@ std::size_t ring_allreduce(C& comm, const span_list<T>& data, T scale, ring_work
   using range = typename ring_workspace<C, T>::request_range;
   work.pieces.clear();
   work.first_piece.clear();
-  for (int step = 0; step < steps; ++step) {
+  for (int step = first; step < last; ++step) {
     work.first_piece.push_back(work.pieces.size());
     const segment s = segment_of(r - step - 1);
     for (std::size_t c = 0; c * chunk < s.size; ++c)
@@ -96,9 +110,11 @@ std::size_t ring_allreduce(C& comm, const span_list<T>& data, T scale, ring_work
   auto wait = [&](range rg) {
     for (std::size_t k = rg.first; k < rg.first + rg.count; ++k) comm.wait(work.requests[k]);
   };
-  // Step 0 sends this rank's own segment; step t > 0 forwards what arrived in step t - 1.
+  // The first step sends from this rank's buffer; each later one forwards what arrived in
+  // the step before.
   auto sends_of = [&](int step, std::size_t c) {
-    return step == 0 ? work.first_sends[c] : work.forwarded[work.first_piece[static_cast<std::size_t>(step - 1)] + c];
+    if (step == first) return work.first_sends[c];
+    return work.forwarded[work.first_piece[static_cast<std::size_t>(step - 1 - first)] + c];
   };
   auto post_receive = [&](std::size_t i) {
     const piece& pc = work.pieces[i];
@@ -110,7 +126,8 @@ std::size_t ring_allreduce(C& comm, const span_list<T>& data, T scale, ring_work
         ++in.count;
       });
     } else {  // all-gather: straight into place, once this rank's send of that memory has left
-      wait(sends_of(pc.step + 1 - p, pc.chunk));
+      // (a send of an earlier call has left: that call waited for all of its requests)
+      if (pc.step + 1 - p >= first) wait(sends_of(pc.step + 1 - p, pc.chunk));
       data.for_each(pc.begin, pc.size, [&](std::size_t, std::span<T> s) {
         work.requests.push_back(comm.irecv(s, left, tag_base + pc.step));
         ++in.count;
@@ -119,9 +136,9 @@ std::size_t ring_allreduce(C& comm, const span_list<T>& data, T scale, ring_work
     work.received[i] = in;
   };
 
-  const segment own = segment_of(r);
+  const segment own = segment_of(r - first);
   for (std::size_t c = 0; c * chunk < own.size; ++c)
-    work.first_sends.push_back(send(own.begin + c * chunk, std::min(chunk, own.size - c * chunk), 0));
+    work.first_sends.push_back(send(own.begin + c * chunk, std::min(chunk, own.size - c * chunk), first));
   for (std::size_t i = 0; i < std::min(slots, pieces); ++i) post_receive(i);
   for (std::size_t i = 0; i < pieces; ++i) {
     const piece pc = work.pieces[i];
@@ -135,11 +152,41 @@ std::size_t ring_allreduce(C& comm, const span_list<T>& data, T scale, ring_work
           for (T& x : s) x *= scale;
       });
     }
-    if (pc.step + 1 < steps) work.forwarded[i] = send(pc.begin, pc.size, pc.step + 1);
+    if (pc.step + 1 < last) work.forwarded[i] = send(pc.begin, pc.size, pc.step + 1);
     if (i + slots < pieces) post_receive(i + slots);
   }
   for (auto& request : work.requests) comm.wait(request);  // waiting a finished request is a no-op
   return sent;
+}
+
+}  // namespace detail
+
+/// Averages `data` over all ranks in place: the sum times `scale` (1 for a plain sum).
+/// Returns the bytes this rank sent.
+template <Communicator C, Element T>
+std::size_t ring_allreduce(C& comm, const span_list<T>& data, T scale, ring_workspace<C, T>& work,
+                           std::size_t chunk_elements, std::size_t window) {
+  const int p = comm.size();
+  if (p == 1) {
+    scale_in_place(data, scale);
+    return 0;
+  }
+  return detail::ring_steps(comm, data, scale, work, chunk_elements, window, 0, 2 * (p - 1));
+}
+
+/// Sums `data` over all ranks, leaving each rank the sum of its ring_owned_segment only.
+template <Communicator C, Element T>
+std::size_t ring_reduce_scatter(C& comm, const span_list<T>& data, ring_workspace<C, T>& work,
+                                std::size_t chunk_elements, std::size_t window) {
+  return detail::ring_steps(comm, data, T{1}, work, chunk_elements, window, 0, comm.size() - 1);
+}
+
+/// Copies each rank's ring_owned_segment of `data` to every rank.
+template <Communicator C, Element T>
+std::size_t ring_allgather(C& comm, const span_list<T>& data, ring_workspace<C, T>& work, std::size_t chunk_elements,
+                           std::size_t window) {
+  const int p = comm.size();
+  return detail::ring_steps(comm, data, T{1}, work, chunk_elements, window, p - 1, 2 * (p - 1));
 }
 
 }  // namespace strata::sync
