@@ -1,5 +1,5 @@
-// All-reduce bus bandwidth: strata's AllReduce<Ring> and AllReduce<Native> against a raw
-// MPI_Allreduce on the same buffer, 4 KiB to 128 MiB, interleaved.
+// All-reduce bus bandwidth: strata's AllReduce<Ring>, <Tree>, <Hierarchical> and <Native>
+// against a raw MPI_Allreduce on the same buffer, 4 KiB to 128 MiB, interleaved.
 //
 //   mpirun -np 2 ./allreduce_bw
 //
@@ -45,24 +45,31 @@ int main(int argc, char** argv) {
   const strata::sync::allreduce_options options{.ring_chunk_bytes = chunk_kib << 10, .ring_window = window};
   strata::sync::allreduce<strata::Ring, communicator, float> ring(options);
   strata::sync::allreduce<strata::Native, communicator, float> native(options);
+  strata::sync::allreduce<strata::Tree, communicator, float> tree(options);
+  strata::sync::allreduce<strata::Hierarchical, communicator, float> hierarchical(options);
 
   if (ctx.rank() == 0)
-    fmt::print("{:>10} {:>12} {:>12} {:>12} {:>9} {:>9}   (bus bandwidth GB/s, medians; {} ranks)\n", "bytes", "ring", "native",
-               "MPI", "ring/MPI", "nat/MPI", ranks);
-  double ring_vs_mpi_64m = 0.0, native_vs_mpi_64m = 0.0, worst_ring_ge_1m = 1e9;
+    fmt::print("{:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>10}   (bus bandwidth GB/s, medians; {} ranks)\n", "bytes",
+               "ring", "tree", "hier", "native", "MPI", "ring/MPI", "nat/MPI", "tree/ring", ranks);
+  double ring_vs_mpi_64m = 0.0, native_vs_mpi_64m = 0.0, worst_ring_ge_1m = 1e9, worst_tree_below_64k = 1e9;
   for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
     const std::size_t n = bytes / sizeof(float);
-    std::vector<float> a(n, 1.0f), b(n, 1.0f), c(n, 1.0f);
-    const strata::sync::span_list<float> ring_buffer({std::span<float>(a)}), native_buffer({std::span<float>(b)});
+    std::vector<float> a(n, 1.0f), b(n, 1.0f), c(n, 1.0f), d(n, 1.0f), e(n, 1.0f);
+    const strata::sync::span_list<float> ring_buffer({std::span<float>(a)}), native_buffer({std::span<float>(b)}),
+        tree_buffer({std::span<float>(d)}), hierarchical_buffer({std::span<float>(e)});
     std::vector<bench::contender> contenders = {
         {"ring", [&] { ring(comm, ring_buffer, 1.0f); }},
         {"native", [&] { native(comm, native_buffer, 1.0f); }},
+        {"tree", [&] { tree(comm, tree_buffer, 1.0f); }},
+        {"hierarchical", [&] { hierarchical(comm, hierarchical_buffer, 1.0f); }},
         {"mpi", [&] { MPI_Allreduce(MPI_IN_PLACE, c.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm.native_handle()); }},
     };
     const int calls = static_cast<int>(std::clamp<std::size_t>((std::size_t{8} << 20) / bytes, 1, 200));
     bench::interleave(contenders, rounds, calls, comm.native_handle());
     const double t_ring = bench::median(contenders[0].seconds), t_native = bench::median(contenders[1].seconds),
-                 t_mpi = bench::median(contenders[2].seconds);
+                 t_tree = bench::median(contenders[2].seconds), t_hier = bench::median(contenders[3].seconds),
+                 t_mpi = bench::median(contenders[4].seconds);
+    if (bytes < (64 << 10)) worst_tree_below_64k = std::min(worst_tree_below_64k, t_ring / t_tree);
     const double ring_ratio = t_mpi / t_ring, native_ratio = t_mpi / t_native;  // > 1: faster than MPI
     if (bytes >= (1 << 20)) worst_ring_ge_1m = std::min(worst_ring_ge_1m, ring_ratio);
     if (bytes == (64 << 20)) {
@@ -70,11 +77,13 @@ int main(int argc, char** argv) {
       native_vs_mpi_64m = native_ratio;
     }
     if (ctx.rank() == 0)
-      fmt::print("{:>10} {:>12.2f} {:>12.2f} {:>12.2f} {:>9.2f} {:>9.2f}\n", bytes, bus_gbps(bytes, t_ring, ranks),
-                 bus_gbps(bytes, t_native, ranks), bus_gbps(bytes, t_mpi, ranks), ring_ratio, native_ratio);
+      fmt::print("{:>10} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>9.2f} {:>9.2f} {:>10.2f}\n", bytes,
+                 bus_gbps(bytes, t_ring, ranks), bus_gbps(bytes, t_tree, ranks), bus_gbps(bytes, t_hier, ranks),
+                 bus_gbps(bytes, t_native, ranks), bus_gbps(bytes, t_mpi, ranks), ring_ratio, native_ratio, t_ring / t_tree);
   }
   if (ctx.rank() == 0)
-    fmt::print("summary: ranks={} ring_vs_mpi={:.3f} native_vs_mpi={:.3f} min_ring_vs_mpi_ge_1MiB={:.3f} (ratios of bus "
-               "bandwidth at 64 MiB; >1 is faster than MPI_Allreduce)\n",
-               ranks, ring_vs_mpi_64m, native_vs_mpi_64m, worst_ring_ge_1m == 1e9 ? 0.0 : worst_ring_ge_1m);
+    fmt::print("summary: ranks={} ring_vs_mpi={:.3f} native_vs_mpi={:.3f} min_ring_vs_mpi_ge_1MiB={:.3f} "
+               "min_tree_vs_ring_below_64KiB={:.3f} (speed ratios, ring/native vs MPI at 64 MiB; >1 is faster)\n",
+               ranks, ring_vs_mpi_64m, native_vs_mpi_64m, worst_ring_ge_1m == 1e9 ? 0.0 : worst_ring_ge_1m,
+               worst_tree_below_64k == 1e9 ? 0.0 : worst_tree_below_64k);
 }

@@ -19,7 +19,7 @@
 #include <strata/strata.hpp>
 
 #include "measure.hpp"
-#include "resnet50_shapes.hpp"
+#include "model_shapes.hpp"
 
 namespace {
 
@@ -70,10 +70,9 @@ int main(int argc, char** argv) {
   if (quick) rounds = 2;
 
   const auto shapes = bench::resnet50_shapes();
+  bench::expect_size(shapes, 161, 25'557'032);
   std::size_t total = 0;
   for (const auto& s : shapes) total += s.elements();
-  if (shapes.size() != 161 || total != 25'557'032)
-    throw std::logic_error(fmt::format("ResNet-50 has 161 tensors and 25557032 parameters, got {} and {}", shapes.size(), total));
 
   strata::executor_options options;
   options.buckets = {.first_bucket_bytes = static_cast<std::size_t>(first_bucket_mib * (1 << 20)),

@@ -3,7 +3,9 @@
 // bfloat16. Arithmetic goes through float and rounds back (round to nearest even), the
 // same on the host and, through STRATA_HOST_DEVICE, on a GPU.
 #include <bit>
+#include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "strata/config.hpp"
 
@@ -11,7 +13,7 @@ namespace strata {
 
 namespace detail {
 
-STRATA_HOST_DEVICE std::uint16_t float_to_half_bits(float value) {
+STRATA_HOST_DEVICE std::uint16_t float_to_half_bits_portable(float value) {
   const std::uint32_t x = std::bit_cast<std::uint32_t>(value);
   const std::uint32_t sign = (x >> 16) & 0x8000u;
   const std::uint32_t exponent = (x >> 23) & 0xffu;
@@ -34,7 +36,7 @@ STRATA_HOST_DEVICE std::uint16_t float_to_half_bits(float value) {
   return static_cast<std::uint16_t>(bits + round_up);  // a carry into the exponent is correct rounding
 }
 
-STRATA_HOST_DEVICE float half_bits_to_float(std::uint16_t h) {
+STRATA_HOST_DEVICE float half_bits_to_float_portable(std::uint16_t h) {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t exponent = (h >> 10) & 0x1fu;
   std::uint32_t mantissa = h & 0x3ffu;
@@ -48,6 +50,17 @@ STRATA_HOST_DEVICE float half_bits_to_float(std::uint16_t h) {
   } while (!(mantissa & 0x400u));
   return std::bit_cast<float>(sign | (static_cast<std::uint32_t>(112 - e) << 23) | ((mantissa & 0x3ffu) << 13));
 }
+
+// On a host compiler with _Float16 the compiler's own conversions are used: they round
+// exactly as the portable code above (the tests compare the two bit for bit) and become
+// single vector instructions where the target has them (x86 F16C).
+#if defined(__FLT16_MAX__) && !defined(__CUDA_ARCH__)
+inline std::uint16_t float_to_half_bits(float value) { return std::bit_cast<std::uint16_t>(static_cast<_Float16>(value)); }
+inline float half_bits_to_float(std::uint16_t h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
+#else
+STRATA_HOST_DEVICE std::uint16_t float_to_half_bits(float value) { return float_to_half_bits_portable(value); }
+STRATA_HOST_DEVICE float half_bits_to_float(std::uint16_t h) { return half_bits_to_float_portable(h); }
+#endif
 
 STRATA_HOST_DEVICE std::uint16_t float_to_bfloat16_bits(float value) {
   const std::uint32_t x = std::bit_cast<std::uint32_t>(value);
@@ -71,6 +84,7 @@ struct float16_storage {
 
   STRATA_HOST_DEVICE float16_storage& operator+=(float16_storage o) { return *this = float16_storage(float(*this) + float(o)); }
   STRATA_HOST_DEVICE float16_storage& operator*=(float16_storage o) { return *this = float16_storage(float(*this) * float(o)); }
+  STRATA_HOST_DEVICE friend float16_storage operator+(float16_storage a, float16_storage b) { return a += b; }
   STRATA_HOST_DEVICE friend bool operator==(float16_storage a, float16_storage b) { return float(a) == float(b); }
 };
 
@@ -80,5 +94,38 @@ struct float16_storage {
 using half = detail::float16_storage<detail::float_to_half_bits, detail::half_bits_to_float>;
 /// bfloat16: float's 8 exponent bits and 7 mantissa bits; float's range, less precision.
 using bfloat16 = detail::float16_storage<detail::float_to_bfloat16_bits, detail::bfloat16_bits_to_float>;
+
+}  // namespace strata
+
+// Bulk conversions between float and a 16-bit type. The x86 F16C instructions convert
+// eight halves at a time; elsewhere the element-wise conversions (which the compiler
+// vectorizes for bfloat16's bit operations) are used.
+#if defined(__F16C__) && !defined(__CUDACC__)
+#include <immintrin.h>
+#endif
+
+namespace strata {
+
+template <class W>
+void narrow(const float* in, W* out, std::size_t n) {
+  std::size_t k = 0;
+#if defined(__F16C__) && !defined(__CUDACC__)
+  if constexpr (std::is_same_v<W, half>)
+    for (; k + 8 <= n; k += 8)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + k), _mm256_cvtps_ph(_mm256_loadu_ps(in + k), _MM_FROUND_TO_NEAREST_INT));
+#endif
+  for (; k < n; ++k) out[k] = W(in[k]);
+}
+
+template <class W>
+void widen(const W* in, float* out, std::size_t n) {
+  std::size_t k = 0;
+#if defined(__F16C__) && !defined(__CUDACC__)
+  if constexpr (std::is_same_v<W, half>)
+    for (; k + 8 <= n; k += 8)
+      _mm256_storeu_ps(out + k, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + k))));
+#endif
+  for (; k < n; ++k) out[k] = static_cast<float>(in[k]);
+}
 
 }  // namespace strata

@@ -5,7 +5,7 @@
 // The (virtual) buffer is cut into one segment per rank. In step t of 2(p-1) rank r sends
 // segment r-t to its right neighbour and receives segment r-t-1 from its left one: the
 // first p-1 steps add what arrives (reduce-scatter: afterwards rank r holds the full sum of
-// segment r+1, which it scales once), the rest store it (all-gather). What a rank sends in
+// segment r+1), the rest store it (all-gather). What a rank sends in
 // step t+1 is exactly what it received in step t, so the operation is one stream of
 // chunks: each is forwarded as soon as it has arrived and been reduced, at most `window`
 // chunks in flight, which keeps the data being reduced in cache. Every result is computed
@@ -14,8 +14,11 @@
 // The two halves also run alone (ring_reduce_scatter, ring_allgather): the hierarchical
 // all-reduce puts a cross-node all-reduce between them.
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cstddef>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "strata/comm/communicator.hpp"
@@ -47,8 +50,86 @@ void scale_in_place(const span_list<T>& data, T scale) {
   });
 }
 
+/// How values of type T travel as wire type W, and where `scale` applies. In place (W = T)
+/// the ring sums exactly what the ranks hold and the rank completing a sum scales it once.
+/// Through a narrower wire type a rank's own value is scaled (and gets its error-feedback
+/// residual added) as it enters the sum, so no partial sum can overflow the wire type, and
+/// a value is rounded to W only when it is sent, the rounding error kept in the residual.
+/// The bulk operations keep their branches outside the loops, which then vectorize.
+template <Element T, Element W = T>
+struct ring_codec {
+  static constexpr bool in_place = std::is_same_v<T, W>;
+  T scale = T{1};
+  std::span<float> residual;  ///< one per element of the buffer, or empty
+  /// Set when a finished value is NaN or infinite: every finished value passes through
+  /// this rank, so every rank learns the same.
+  mutable bool nonfinite = false;
+
+  /// This rank's own values `d` (elements from `at` on) enter the sum and are sent as `w`.
+  void enter(std::span<T> d, std::span<W> w, std::size_t at) const {
+    if constexpr (!in_place) blocks(d, w, nullptr, at, false);
+  }
+
+  /// A partial sum `in` arrived for this rank's values `d`: add them, and encode the result
+  /// for sending as `w`. A complete sum is scaled (in place) or rounded for everyone.
+  void add(std::span<T> d, std::span<W> w, const W* in, std::size_t at, bool complete) const {
+    if constexpr (in_place) {
+      for (std::size_t k = 0; k < d.size(); ++k) d[k] += in[k];
+      if (complete && scale != T{1})
+        for (T& x : d) x *= scale;
+    } else {
+      blocks(d, w, in, at, complete);
+    }
+  }
+
+  /// A finished value arrived as `w`: store it in `d`.
+  void store(std::span<T> d, std::span<const W> w) const {
+    if constexpr (!in_place) {
+      widen(w.data(), d.data(), d.size());
+      probe(d.data(), d.size());
+    }
+  }
+
+ private:
+  /// w = W(d * scale (+ residual) (+ in)), in blocks that stay in L1, with bulk
+  /// conversions. `keep_rounded`: d takes the rounded value everyone will hold; otherwise
+  /// d is left alone (the all-gather overwrites it).
+  void blocks(std::span<T> d, std::span<W> w, const W* in, std::size_t at, bool keep_rounded) const {
+    constexpr std::size_t block = 512;
+    float sum[block], rounded[block];
+    for (std::size_t b = 0; b < d.size(); b += block) {
+      const std::size_t m = std::min(block, d.size() - b);
+      const T* x = d.data() + b;
+      for (std::size_t k = 0; k < m; ++k) sum[k] = x[k] * scale;
+      if (!residual.empty())
+        for (std::size_t k = 0; k < m; ++k) sum[k] += residual[at + b + k];
+      if (in) {
+        widen(in + b, rounded, m);
+        for (std::size_t k = 0; k < m; ++k) sum[k] += rounded[k];
+      }
+      narrow(sum, w.data() + b, m);
+      if (residual.empty() && !keep_rounded) continue;
+      widen(w.data() + b, rounded, m);
+      if (!residual.empty())
+        for (std::size_t k = 0; k < m; ++k) residual[at + b + k] = sum[k] - rounded[k];
+      if (keep_rounded) {
+        std::copy_n(rounded, m, d.data() + b);
+        probe(rounded, m);
+      }
+    }
+  }
+
+  /// An all-ones exponent marks exactly NaN and infinity; an integer OR vectorizes, where a
+  /// floating-point reduction would be serialized.
+  void probe(const float* x, std::size_t n) const {
+    std::uint32_t special = 0;
+    for (std::size_t k = 0; k < n; ++k) special |= ~std::bit_cast<std::uint32_t>(x[k]) & 0x7f800000u ? 0u : 1u;
+    nonfinite = nonfinite || special != 0;
+  }
+};
+
 /// Reusable state of one ring, so repeated calls allocate nothing once warm.
-template <Communicator C, Element T>
+template <Communicator C, Element W>
 struct ring_workspace {
   struct piece {
     int step;
@@ -57,7 +138,8 @@ struct ring_workspace {
   struct request_range {
     std::size_t first = 0, count = 0;
   };
-  std::vector<T> slots;                       // `window` chunk-sized receive buffers
+  std::vector<W> slots;                       // `window` chunk-sized receive buffers
+  std::vector<W> wire;                        // the buffer as it travels, when W is not the data type
   std::vector<piece> pieces;                  // every received chunk, in order
   std::vector<std::size_t> first_piece;       // index of each step's first piece
   std::vector<typename C::request> requests;  // all requests of one call
@@ -66,12 +148,13 @@ struct ring_workspace {
 
 namespace detail {
 
-/// Steps [first, last) of the ring all-reduce on more than one rank; the result of a step
-/// that completes a sum is scaled. A chunk that spans several buffers travels as one
-/// message per buffer; the layout is the same on every rank. Returns the bytes sent.
-template <Communicator C, Element T>
-std::size_t ring_steps(C& comm, const span_list<T>& data, T scale, ring_workspace<C, T>& work,
+/// Steps [first, last) of the ring all-reduce on more than one rank. A chunk that spans
+/// several buffers travels as one message per buffer; the layout is the same on every
+/// rank. Returns the bytes sent.
+template <Communicator C, Element T, Element W>
+std::size_t ring_steps(C& comm, const span_list<T>& data, const ring_codec<T, W>& codec, ring_workspace<C, W>& work,
                        std::size_t chunk_elements, std::size_t window, int first, int last) {
+  constexpr bool in_place = std::is_same_v<T, W>;
   const int p = comm.size(), r = comm.rank();
   const std::size_t n = data.size();
   if (n == 0 || first == last) return 0;
@@ -80,8 +163,26 @@ std::size_t ring_steps(C& comm, const span_list<T>& data, T scale, ring_workspac
   const std::size_t chunk = std::max<std::size_t>(chunk_elements, 1), slots = std::max<std::size_t>(window, 1);
   auto segment_of = [&](int i) { return ring_segment(n, p, ((i % p) + p) % p); };
 
-  using piece = typename ring_workspace<C, T>::piece;
-  using range = typename ring_workspace<C, T>::request_range;
+  // What travels: the data itself, or its image in the wire type.
+  span_list<W> wire_list;
+  if constexpr (!in_place) {
+    work.wire.resize(n);
+    wire_list = span_list<W>({std::span<W>(work.wire)});
+  }
+  const span_list<W>& wire = [&]() -> const span_list<W>& {
+    if constexpr (in_place) return data;
+    else return wire_list;
+  }();
+  // Applies f(data piece, matching wire piece, absolute index of the piece's first element).
+  auto for_each_pair = [&](std::size_t begin, std::size_t size, auto&& f) {
+    data.for_each(begin, size, [&](std::size_t offset, std::span<T> d) {
+      if constexpr (in_place) f(d, d, begin + offset);
+      else f(d, std::span<W>(work.wire).subspan(begin + offset, d.size()), begin + offset);
+    });
+  };
+
+  using piece = typename ring_workspace<C, W>::piece;
+  using range = typename ring_workspace<C, W>::request_range;
   work.pieces.clear();
   work.first_piece.clear();
   for (int step = first; step < last; ++step) {
@@ -100,8 +201,8 @@ std::size_t ring_steps(C& comm, const span_list<T>& data, T scale, ring_workspac
   std::size_t sent = 0;
   auto send = [&](std::size_t begin, std::size_t size, int step) {
     range out{work.requests.size(), 0};
-    data.for_each(begin, size, [&](std::size_t, std::span<T> s) {
-      work.requests.push_back(comm.isend(std::span<const T>(s), right, tag_base + step));
+    wire.for_each(begin, size, [&](std::size_t, std::span<W> s) {
+      work.requests.push_back(comm.isend(std::span<const W>(s), right, tag_base + step));
       sent += s.size_bytes();
       ++out.count;
     });
@@ -120,15 +221,15 @@ std::size_t ring_steps(C& comm, const span_list<T>& data, T scale, ring_workspac
     const piece& pc = work.pieces[i];
     range in{work.requests.size(), 0};
     if (pc.step < p - 1) {  // reduce-scatter: into a slot, to be added
-      T* slot = work.slots.data() + (i % slots) * chunk;
-      data.for_each(pc.begin, pc.size, [&](std::size_t offset, std::span<T> s) {
-        work.requests.push_back(comm.irecv(std::span<T>(slot + offset, s.size()), left, tag_base + pc.step));
+      W* slot = work.slots.data() + (i % slots) * chunk;
+      wire.for_each(pc.begin, pc.size, [&](std::size_t offset, std::span<W> s) {
+        work.requests.push_back(comm.irecv(std::span<W>(slot + offset, s.size()), left, tag_base + pc.step));
         ++in.count;
       });
     } else {  // all-gather: straight into place, once this rank's send of that memory has left
       // (a send of an earlier call has left: that call waited for all of its requests)
       if (pc.step + 1 - p >= first) wait(sends_of(pc.step + 1 - p, pc.chunk));
-      data.for_each(pc.begin, pc.size, [&](std::size_t, std::span<T> s) {
+      wire.for_each(pc.begin, pc.size, [&](std::size_t, std::span<W> s) {
         work.requests.push_back(comm.irecv(s, left, tag_base + pc.step));
         ++in.count;
       });
@@ -136,21 +237,26 @@ std::size_t ring_steps(C& comm, const span_list<T>& data, T scale, ring_workspac
     work.received[i] = in;
   };
 
+  // This rank's own segment enters the sum (when the reduce-scatter is run) and leaves.
   const segment own = segment_of(r - first);
-  for (std::size_t c = 0; c * chunk < own.size; ++c)
-    work.first_sends.push_back(send(own.begin + c * chunk, std::min(chunk, own.size - c * chunk), first));
+  for (std::size_t c = 0; c * chunk < own.size; ++c) {
+    const std::size_t begin = own.begin + c * chunk, size = std::min(chunk, own.size - c * chunk);
+    if (first == 0) for_each_pair(begin, size, [&](std::span<T> d, std::span<W> w, std::size_t at) { codec.enter(d, w, at); });
+    work.first_sends.push_back(send(begin, size, first));
+  }
   for (std::size_t i = 0; i < std::min(slots, pieces); ++i) post_receive(i);
   for (std::size_t i = 0; i < pieces; ++i) {
     const piece pc = work.pieces[i];
     wait(work.received[i]);
     if (pc.step < p - 1) {
-      const T* in = work.slots.data() + (i % slots) * chunk;
-      const bool complete = pc.step == p - 2;  // this rank finishes the sum: scale it once
-      data.for_each(pc.begin, pc.size, [&](std::size_t offset, std::span<T> s) {
-        for (std::size_t k = 0; k < s.size(); ++k) s[k] += in[offset + k];
-        if (complete && scale != T{1})
-          for (T& x : s) x *= scale;
+      // Add this rank's own values to the partial sum that arrived.
+      const W* in = work.slots.data() + (i % slots) * chunk;
+      const bool complete = pc.step == p - 2;
+      for_each_pair(pc.begin, pc.size, [&](std::span<T> d, std::span<W> w, std::size_t at) {
+        codec.add(d, w, in + (at - pc.begin), at, complete);
       });
+    } else {
+      for_each_pair(pc.begin, pc.size, [&](std::span<T> d, std::span<W> w, std::size_t) { codec.store(d, w); });
     }
     if (pc.step + 1 < last) work.forwarded[i] = send(pc.begin, pc.size, pc.step + 1);
     if (i + slots < pieces) post_receive(i + slots);
@@ -161,24 +267,39 @@ std::size_t ring_steps(C& comm, const span_list<T>& data, T scale, ring_workspac
 
 }  // namespace detail
 
-/// Averages `data` over all ranks in place: the sum times `scale` (1 for a plain sum).
-/// Returns the bytes this rank sent.
+/// Reduces `data` over all ranks in place, travelling as W: the sum times `codec.scale`
+/// (the average, for scale = 1/ranks). Returns the bytes this rank sent.
+template <Communicator C, Element T, Element W>
+std::size_t ring_allreduce(C& comm, const span_list<T>& data, const ring_codec<T, W>& codec, ring_workspace<C, W>& work,
+                           std::size_t chunk_elements, std::size_t window) {
+  const int p = comm.size();
+  if (p > 1) return detail::ring_steps(comm, data, codec, work, chunk_elements, window, 0, 2 * (p - 1));
+  // Alone: the sum is this rank's value, scaled and rounded as the wire would.
+  if constexpr (ring_codec<T, W>::in_place) {
+    scale_in_place(data, codec.scale);
+  } else {
+    work.wire.resize(data.size());
+    data.for_each(0, data.size(), [&](std::size_t offset, std::span<T> d) {
+      const std::span<W> w = std::span<W>(work.wire).subspan(offset, d.size());
+      codec.enter(d, w, offset);
+      codec.store(d, w);
+    });
+  }
+  return 0;
+}
+
+/// The sum times `scale` (1 for a plain sum), in place and in T.
 template <Communicator C, Element T>
 std::size_t ring_allreduce(C& comm, const span_list<T>& data, T scale, ring_workspace<C, T>& work,
                            std::size_t chunk_elements, std::size_t window) {
-  const int p = comm.size();
-  if (p == 1) {
-    scale_in_place(data, scale);
-    return 0;
-  }
-  return detail::ring_steps(comm, data, scale, work, chunk_elements, window, 0, 2 * (p - 1));
+  return ring_allreduce(comm, data, ring_codec<T>{scale, {}}, work, chunk_elements, window);
 }
 
 /// Sums `data` over all ranks, leaving each rank the sum of its ring_owned_segment only.
 template <Communicator C, Element T>
 std::size_t ring_reduce_scatter(C& comm, const span_list<T>& data, ring_workspace<C, T>& work,
                                 std::size_t chunk_elements, std::size_t window) {
-  return detail::ring_steps(comm, data, T{1}, work, chunk_elements, window, 0, comm.size() - 1);
+  return detail::ring_steps(comm, data, ring_codec<T>{}, work, chunk_elements, window, 0, comm.size() - 1);
 }
 
 /// Copies each rank's ring_owned_segment of `data` to every rank.
@@ -186,7 +307,7 @@ template <Communicator C, Element T>
 std::size_t ring_allgather(C& comm, const span_list<T>& data, ring_workspace<C, T>& work, std::size_t chunk_elements,
                            std::size_t window) {
   const int p = comm.size();
-  return detail::ring_steps(comm, data, T{1}, work, chunk_elements, window, p - 1, 2 * (p - 1));
+  return detail::ring_steps(comm, data, ring_codec<T>{}, work, chunk_elements, window, p - 1, 2 * (p - 1));
 }
 
 }  // namespace strata::sync

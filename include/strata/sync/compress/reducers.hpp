@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "strata/comm/communicator.hpp"
@@ -60,15 +61,40 @@ class bucket_reducer<Compress<None>, Algorithm, C> {
 
 /// FP16 / BF16: gradients are scaled, cast to the 16-bit wire type, reduced in that type
 /// and cast back. With error feedback the rounding error is kept and added next step.
+///
+/// Over the ring the casts happen inside the ring, chunk by chunk while the chunk is in
+/// cache: a rank rounds what it sends, and the rank completing a sum rounds it once for
+/// everyone. Other algorithms cast the whole bucket before and after reducing it.
 template <class Wire, bool Feedback, class Algorithm, Communicator C>
 class cast_reducer {
  public:
-  cast_reducer(const allreduce_options& a, const compression_options&, std::span<const bucket_item>) : reduce_(a) {}
+  cast_reducer(const allreduce_options& a, const compression_options&, std::span<const bucket_item>)
+      : options_(a), reduce_(a) {}
 
   bucket_result operator()(C& comm, const bucket_view& bucket, float scale) {
     const std::size_t n = bucket.grads.size();
-    wire_.resize(n);
     if constexpr (Feedback) residual_.resize(n, 0.0f);
+    bucket_result result;
+    if constexpr (std::is_same_v<Algorithm, Ring>) {
+      const ring_codec<float, Wire> codec{scale, Feedback ? std::span<float>(residual_) : std::span<float>()};
+      result.bytes_sent =
+          ring_allreduce(comm, bucket.grads, codec, ring_, options_.ring_chunk_bytes / sizeof(Wire), options_.ring_window);
+      if (codec.nonfinite || comm.size() == 1) result.nonfinite = detail::find_nonfinite(bucket);
+    } else {
+      result.bytes_sent = cast_reduce_cast(comm, bucket, scale);
+      result.nonfinite = detail::find_nonfinite(bucket);
+    }
+    if (result.nonfinite && Feedback) std::ranges::fill(residual_, 0.0f);  // do not carry poison forward
+    return result;
+  }
+
+  /// What error feedback carries into the next step (empty without it).
+  std::span<const float> residual() const { return residual_; }
+
+ private:
+  std::uint64_t cast_reduce_cast(C& comm, const bucket_view& bucket, float scale) {
+    const std::size_t n = bucket.grads.size();
+    wire_.resize(n);
     bucket.grads.for_each(0, n, [&](std::size_t offset, std::span<float> s) {
       for (std::size_t k = 0; k < s.size(); ++k) {
         float value = s[k] * scale;
@@ -82,18 +108,14 @@ class cast_reducer {
     bucket.grads.for_each(0, n, [&](std::size_t offset, std::span<float> s) {
       for (std::size_t k = 0; k < s.size(); ++k) s[k] = static_cast<float>(wire_[offset + k]);
     });
-    bucket_result result{bytes, detail::find_nonfinite(bucket)};
-    if (result.nonfinite && Feedback) std::ranges::fill(residual_, 0.0f);  // do not carry poison forward
-    return result;
+    return bytes;
   }
 
-  /// What error feedback carries into the next step (empty without it).
-  std::span<const float> residual() const { return residual_; }
-
- private:
+  allreduce_options options_;
   std::vector<Wire> wire_;
   std::vector<float> residual_;
   allreduce<Algorithm, C, Wire> reduce_;
+  ring_workspace<C, Wire> ring_;
 };
 
 template <class Feedback, class Algorithm, Communicator C>

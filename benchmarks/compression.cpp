@@ -1,0 +1,133 @@
+// Gradient compression: bytes on the wire and synchronization time per codec, for the
+// gradient shapes of ResNet-50 and VGG-16, interleaved (fp32 FP16 BF16 TopK PowerSGD, ...).
+//
+//   mpirun -np 2 ./compression --model vgg16
+//
+// Every codec runs over strata's ring with 25 MiB buckets; the optimizer is a no-op, so
+// only synchronization (encode, reduce, decode, error feedback) is timed. Convolution
+// weights are declared as matrices (out, in x k x k), as PowerSGD sees them; vectors go
+// uncompressed next to PowerSGD (vector_strategy_t).
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <strata/strata.hpp>
+
+#include "measure.hpp"
+#include "model_shapes.hpp"
+
+namespace {
+
+using namespace strata;
+
+struct no_update {
+  struct state {};
+  state make_state(std::size_t) const { return {}; }
+  void update(std::span<float>, std::span<const float>, state&, std::int64_t) const {}
+};
+
+/// One codec's executor over the shared gradient buffers.
+struct codec_run {
+  std::string name;
+  std::function<std::uint64_t()> step;  // returns bytes sent
+  std::vector<std::uint64_t> bytes;
+};
+
+template <class S>
+codec_run make_run(std::string name, mpi::context& ctx, const std::vector<bench::tensor_shape>& shapes,
+                   std::vector<std::vector<float>>& params, std::vector<std::vector<float>>& grads,
+                   const executor_options& options) {
+  using V = vector_strategy_t<S>;
+  auto model = std::make_shared<model_of<S, V>>();
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const auto& dims = shapes[i].dims;
+    if (dims.size() >= 2)
+      model->add(variable<S>(shapes[i].name, params[i], grads[i], {dims[0], shapes[i].elements() / dims[0]}));
+    else
+      model->add(variable<V>(shapes[i].name, params[i], grads[i], {dims[0]}));
+  }
+  auto exec = std::make_shared<executor<mpi::context, model_of<S, V>, no_update>>(ctx, *model, no_update{}, options);
+  const std::size_t n = shapes.size();
+  return {std::move(name), [model, exec, n] {
+            for (std::size_t i = n; i-- > 0;) exec->grad_ready(variable_id{i});
+            return exec->step().bytes_sent;
+          }};
+}
+
+void run_model(mpi::context& ctx, const std::string& model_name, int rounds) {
+  const auto shapes = model_name == "vgg16" ? bench::vgg16_shapes() : bench::resnet50_shapes();
+  if (model_name == "vgg16") bench::expect_size(shapes, 32, 138'357'544);
+  else bench::expect_size(shapes, 161, 25'557'032);
+  std::vector<std::vector<float>> params, grads;
+  std::mt19937 rng(7u + static_cast<unsigned>(ctx.rank()));
+  std::normal_distribution<float> normal(0.0f, 1e-3f);
+  for (const auto& s : shapes) {
+    params.emplace_back(s.elements(), 0.0f);
+    grads.emplace_back(s.elements());
+    for (float& g : grads.back()) g = normal(rng);
+  }
+  executor_options options;
+  options.compression.powersgd_warmup_steps = 0;
+  using R = AllReduce<Ring>;
+  std::vector<codec_run> runs;
+  runs.push_back(make_run<Strategy<R>>("fp32", ctx, shapes, params, grads, options));
+  runs.push_back(make_run<Strategy<R, Compress<FP16>>>("FP16", ctx, shapes, params, grads, options));
+  runs.push_back(make_run<Strategy<R, Compress<BF16>>>("BF16", ctx, shapes, params, grads, options));
+  runs.push_back(make_run<Strategy<R, Compress<TopK<0.01>, ErrorFeedback>>>("TopK<0.01>+EF", ctx, shapes, params, grads, options));
+  runs.push_back(make_run<Strategy<R, Compress<PowerSGD<4>, ErrorFeedback>>>("PowerSGD<4>+EF", ctx, shapes, params, grads, options));
+
+  std::vector<bench::contender> contenders;
+  for (auto& run : runs) contenders.push_back({run.name, [&run] { run.bytes.push_back(run.step()); }});
+  bench::interleave(contenders, rounds, 1, ctx.control().native_handle());
+
+  const double base_ms = 1e3 * bench::median(contenders[0].seconds);
+  const double base_bytes = static_cast<double>(runs[0].bytes.back());
+  std::map<std::string, std::pair<double, double>> ratios;  // time, bytes
+  if (ctx.rank() == 0) {
+    std::size_t total = 0;
+    for (const auto& s : shapes) total += s.elements();
+    fmt::print("{}: {} tensors, {} parameters; {} ranks; 25 MiB buckets; medians of {} rounds\n", model_name, shapes.size(),
+               total, ctx.size(), rounds);
+    fmt::print("  {:<16} {:>10} {:>14} {:>10} {:>10}\n", "codec", "ms", "MiB sent/rank", "time/fp32", "bytes/fp32");
+  }
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const double ms = 1e3 * bench::median(contenders[i].seconds);
+    const double bytes = static_cast<double>(runs[i].bytes.back());
+    ratios[runs[i].name] = {ms / base_ms, bytes / base_bytes};
+    if (ctx.rank() == 0)
+      fmt::print("  {:<16} {:>10.2f} {:>14.2f} {:>10.3f} {:>10.4f}\n", runs[i].name, ms, bytes / (1 << 20), ms / base_ms,
+                 bytes / base_bytes);
+  }
+  if (ctx.rank() == 0)
+    fmt::print("summary: model={} ranks={} fp32_ms={:.2f} fp16_time_ratio={:.3f} bf16_time_ratio={:.3f} "
+               "topk_time_ratio={:.3f} powersgd_time_ratio={:.3f} fp16_bytes_ratio={:.3f} topk_bytes_reduction={:.1f} "
+               "powersgd_bytes_reduction={:.1f}\n",
+               model_name, ctx.size(), base_ms, ratios["FP16"].first, ratios["BF16"].first, ratios["TopK<0.01>+EF"].first,
+               ratios["PowerSGD<4>+EF"].first, ratios["FP16"].second, 1.0 / ratios["TopK<0.01>+EF"].second,
+               1.0 / ratios["PowerSGD<4>+EF"].second);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  mpi::context ctx(argc, argv);
+  bool quick = false;
+  int rounds = 5;
+  std::vector<std::string> models = {"resnet50", "vgg16"};
+  CLI::App app{"gradient compression: bytes and synchronization time per codec"};
+  app.add_flag("--quick", quick, "ResNet-50 only, 2 rounds (smoke test)");
+  app.add_option("--rounds", rounds, "interleaved rounds (medians are taken over them)");
+  app.add_option("--model", models, "resnet50 and/or vgg16")->check(CLI::IsMember({"resnet50", "vgg16"}));
+  CLI11_PARSE(app, argc, argv);
+  if (quick) {
+    models = {"resnet50"};
+    rounds = 2;
+  }
+  for (const auto& m : models) run_model(ctx, m, rounds);
+}
