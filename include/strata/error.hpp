@@ -32,6 +32,13 @@ class numeric_error : public error {
   using error::error;
 };
 
+/// Ranks stopped making progress: a collective did not finish before the deadline. The
+/// message names the ranks that did not arrive.
+class timeout_error : public error {
+ public:
+  using error::error;
+};
+
 /// A communication library call failed.
 class comm_error : public error {
  public:

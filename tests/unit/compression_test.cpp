@@ -269,3 +269,19 @@ TEST_CASE("a non-finite gradient is named, or the step is skipped on every rank"
                     Catch::Contains("the averaged gradient of \"fc.weight\" is NaN or infinite"));
   CHECK_NOTHROW(run(sync::nonfinite_policy::skip_step));
 }
+
+TEST_CASE("uncompressed gradients are scanned for NaN on request", "[compression][errors]") {
+  auto run = [](bool scan) {
+    loopback::run(2, [scan](loopback::context& ctx) {
+      std::vector<float> w(8, 1.0f), g(8, 0.5f);
+      auto m = make_model(variable<Strategy<AllReduce<Ring>>>("emb.weight", w, g, {2, 4}));
+      executor_options options;
+      options.compression.scan_uncompressed = scan;
+      auto exec = make_executor(ctx, m, optim::sgd{.lr = 1.0f}, options);
+      if (ctx.rank() == 0) g[5] = std::numeric_limits<float>::quiet_NaN();
+      exec.step();
+    });
+  };
+  CHECK_NOTHROW(run(false));  // not scanned: the NaN reaches the parameters, as in DDP
+  CHECK_THROWS_WITH(run(true), Catch::Contains("the averaged gradient of \"emb.weight\" is NaN or infinite"));
+}

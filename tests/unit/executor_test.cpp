@@ -1,5 +1,7 @@
 // The executor on loopback ranks: averaging, bitwise-identical replicas, bucket boundaries,
 // gradient accumulation, overlap bookkeeping and its errors.
+#include <chrono>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 
@@ -145,4 +147,53 @@ TEST_CASE("accumulation_steps below 1 is refused", "[executor][errors]") {
     CHECK_THROWS_WITH(make_executor(ctx, m, optim::sgd{}, {.accumulation_steps = 0}),
                       Catch::Contains("accumulation_steps must be at least 1"));
   });
+}
+
+TEST_CASE("ranks that declare different models are told which variable differs", "[executor][signature]") {
+  CHECK_THROWS_WITH(loopback::run(3,
+                                  [](loopback::context& ctx) {
+                                    std::vector<float> a(12), ga(12), b(4), gb(4);
+                                    const std::size_t rows = ctx.rank() == 2 ? 4 : 3;  // rank 2 declares [4,3]
+                                    auto m = make_model(variable<Dense>("fc1.weight", a, ga, {rows, 12 / rows}),
+                                                        variable<Dense>("fc1.bias", b, gb, {4}));
+                                    auto exec = make_executor(ctx, m, optim::sgd{});
+                                  }),
+                    Catch::Contains("entry 1 of the signature is variable \"fc1.weight\" [3,4] float32 "
+                                    "Replicate,AllReduce<Ring> on rank 0 but variable \"fc1.weight\" [4,3] float32 "
+                                    "Replicate,AllReduce<Ring> on rank 2"));
+  CHECK_THROWS_WITH(loopback::run(2,
+                                  [](loopback::context& ctx) {
+                                    std::vector<float> a(4), ga(4);
+                                    auto m = make_model(variable<Dense>("w", a, ga, {4}));
+                                    if (ctx.rank() == 1) m.add(variable<Dense>("extra", a, ga, {4}));
+                                    auto exec = make_executor(ctx, m, optim::sgd{});
+                                  }),
+                    Catch::Contains("entry 2 of the signature is nothing (fewer variables) on rank 0 but variable "
+                                    "\"extra\""));
+}
+
+TEST_CASE("a rank that never arrives is named in a timeout instead of a hang", "[executor][timeout]") {
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(loopback::run(3,
+                                  [](loopback::context& ctx) {
+                                    std::vector<float> w(100), g(100, 1.0f);
+                                    auto m = make_model(variable<Dense>("fc.weight", w, g, {10, 10}));
+                                    executor_options options;
+                                    options.timeout = std::chrono::milliseconds(300);
+                                    auto exec = make_executor(ctx, m, optim::sgd{}, options);
+                                    exec.step();  // every rank arrives once
+                                    if (ctx.rank() != 2) exec.step();  // rank 2 stops participating
+                                  }),
+                    Catch::Contains("update 2: no progress for 0.3 s in the all-reduce of bucket 1 of 1 (variables "
+                                    "\"fc.weight\") under Replicate,AllReduce<Ring>; rank 2 did not reach this step"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+}
+
+TEST_CASE("STRATA_TIMEOUT_SECONDS sets the default timeout and is checked", "[executor][timeout]") {
+  ::setenv("STRATA_TIMEOUT_SECONDS", "12.5", 1);
+  CHECK(default_timeout().count() == 12.5);
+  ::setenv("STRATA_TIMEOUT_SECONDS", "soon", 1);
+  CHECK_THROWS_WITH(default_timeout(), Catch::Contains("STRATA_TIMEOUT_SECONDS=\"soon\" is not a positive number"));
+  ::unsetenv("STRATA_TIMEOUT_SECONDS");
+  CHECK(default_timeout().count() == 300.0);
 }

@@ -48,6 +48,7 @@ concept Communicator = requires(C& c, const C& cc, std::span<float> f, std::span
   c.allgather(cb, b);
   { c.split(color, key) } -> std::same_as<C>;  // collective; ranks of one color, ordered by (key, rank)
   { cc.node_color() } -> std::same_as<int>;
+  { c.iprobe(peer, tag) } -> std::same_as<bool>;  // a message is waiting (not received)
 };
 
 }  // namespace strata
@@ -58,6 +59,7 @@ namespace strata {
 /// one kind (a blocked collective) never stalls another (parameter-server requests).
 template <class X>
 concept CommContext = requires(X& x) {
+  x.abort();  // give up on the job: every rank stops waiting (MPI: MPI_Abort)
   requires Communicator<std::remove_reference_t<decltype(x.collectives())>>;
   requires Communicator<std::remove_reference_t<decltype(x.parameter_server())>>;
   requires Communicator<std::remove_reference_t<decltype(x.control())>>;

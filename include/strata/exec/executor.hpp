@@ -8,6 +8,8 @@
 //     exec.step();
 //   }
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -18,15 +20,29 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "strata/comm/communicator.hpp"
 #include "strata/error.hpp"
+#include "strata/exec/signature.hpp"
 #include "strata/exec/synchronizer_table.hpp"
 #include "strata/model/model.hpp"
 #include "strata/optim/optimizer.hpp"
 #include "strata/sync/stats.hpp"
 
 namespace strata {
+
+/// How long a step may wait for other ranks: STRATA_TIMEOUT_SECONDS if set, else 300 s.
+inline std::chrono::duration<double> default_timeout() {
+  if (const char* text = std::getenv("STRATA_TIMEOUT_SECONDS")) {
+    char* end = nullptr;
+    const double seconds = std::strtod(text, &end);
+    if (end == text || *end != '\0' || !(seconds > 0))
+      throw usage_error(fmt::format("STRATA_TIMEOUT_SECONDS=\"{}\" is not a positive number of seconds", text));
+    return std::chrono::duration<double>(seconds);
+  }
+  return std::chrono::duration<double>(300.0);
+}
 
 struct executor_options {
   sync::bucket_options buckets;
@@ -35,6 +51,9 @@ struct executor_options {
   /// Micro-batches per update: gradients of K-1 micro-batches are accumulated locally and
   /// only the K-th communicates.
   int accumulation_steps = 1;
+  /// How long step() waits for other ranks before it reports the ranks that did not arrive
+  /// and aborts the job (MPI: mpirun exits non-zero) instead of hanging.
+  std::chrono::duration<double> timeout = default_timeout();
 };
 
 /// Statistics of one step plus whether it updated the parameters.
@@ -54,8 +73,11 @@ class executor<Context, model<Strategies...>, O> {
  public:
   using model_type = model<Strategies...>;
 
+  /// Collective: every rank constructs its executor together. Verifies first that all ranks
+  /// declared the same model (signature_error otherwise).
   executor(Context& context, model_type& m, O optimizer, executor_options options = {})
-      : model_(&m), optimizer_(std::move(optimizer)), options_(options),
+      : context_(&context), model_(&m), optimizer_(std::move(optimizer)), options_(options),
+        verified_((verify_signature(context.control(), model_signature(m.variables(), context.control().size())), true)),
         thread_(std::make_unique<sync::comm_thread>()),
         synchronizers_(make_synchronizer<Strategies>(context, m)...), ready_(m.variables().size(), false) {
     if (options.accumulation_steps < 1)
@@ -76,6 +98,7 @@ class executor<Context, model<Strategies...>, O> {
                                     (*model_)[v].name));
     ready_[v.index] = true;
     overlapping_ = true;
+    if (phase().last) announce();
     visit(model_->strategy_of(v), [&](auto& s) { s.gradient_ready(local_[v.index], phase()); });
   }
   void grad_ready(std::string_view name) { grad_ready(model_->id(name)); }
@@ -86,10 +109,19 @@ class executor<Context, model<Strategies...>, O> {
     const auto start = std::chrono::steady_clock::now();
     if (overlapping_) require_all_ready();
     const micro_step m = phase();
+    if (m.last) announce();
     std::apply([&](auto&... s) { (s.flush(m), ...); }, synchronizers_);
     step_stats stats;
     std::optional<std::string> nonfinite;
-    std::apply([&](auto&... s) { ((static_cast<sync_stats&>(stats) += s.wait(m, nonfinite)), ...); }, synchronizers_);
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
+    try {
+      std::apply([&](auto&... s) { ((static_cast<sync_stats&>(stats) += s.wait(m, nonfinite, deadline)), ...); },
+                 synchronizers_);
+    } catch (const sync::stalled& stall) {
+      give_up(stall.what());
+    }
+    if (m.last) collect_announcements();
     micro_ = m.last ? 0 : micro_ + 1;
     ready_.assign(ready_.size(), false);
     overlapping_ = false;
@@ -143,20 +175,72 @@ class executor<Context, model<Strategies...>, O> {
                                       model_->variables()[i].name));
   }
 
+  // Arrival announcements: when a rank starts communicating for an update it tells every
+  // other rank, on the control communicator. If a collective then stalls, the announcements
+  // that never came name the ranks that are missing.
+  static constexpr int announce_tag = 0x4842;
+
+  void announce() {
+    if (announced_) return;
+    announced_ = true;
+    announced_update_ = static_cast<double>(updates_ + 1);
+    auto& control = context_->control();
+    for (int r = 0; r < control.size(); ++r)
+      if (r != control.rank()) announcements_.push_back(control.isend(std::span<const double>(&announced_update_, 1), r, announce_tag));
+  }
+
+  void collect_announcements() {
+    auto& control = context_->control();
+    double update = 0.0;
+    for (int r = 0; r < control.size(); ++r)
+      if (r != control.rank()) {
+        auto request = control.irecv(std::span<double>(&update, 1), r, announce_tag);
+        control.wait(request);
+      }
+    for (auto& request : announcements_) control.wait(request);
+    announcements_.clear();
+    announced_ = false;
+  }
+
+  /// A collective stalled: name the ranks that never announced this update, tell the user,
+  /// and abort the job so that no rank hangs (with MPI, mpirun exits non-zero).
+  [[noreturn]] void give_up(std::string_view stalled_in) {
+    auto& control = context_->control();
+    std::vector<int> missing;
+    for (int r = 0; r < control.size(); ++r)
+      if (r != control.rank() && !control.iprobe(r, announce_tag)) missing.push_back(r);
+    const std::string who =
+        missing.empty() ? std::string("every rank reached this step, so the collective itself is stuck")
+                        : fmt::format("rank{} {} did not reach this step", missing.size() > 1 ? "s" : "", fmt::join(missing, ", "));
+    const std::string message =
+        fmt::format("strata (rank {}): update {}: no progress for {:.1f} s in {}; {}. Raise executor_options::timeout or "
+                    "STRATA_TIMEOUT_SECONDS if the ranks are only slow",
+                    control.rank(), updates_ + 1, options_.timeout.count(), stalled_in, who);
+    std::fputs((message + "\n").c_str(), stderr);
+    std::fflush(stderr);
+    context_->abort();
+    throw timeout_error(message);
+  }
+
   template <class F>
   void visit(std::size_t strategy, F&& f) {
     std::size_t k = 0;
     std::apply([&](auto&... s) { ((k++ == strategy ? f(s) : void()), ...); }, synchronizers_);
   }
 
+  Context* context_;
   model_type* model_;
   O optimizer_;
   executor_options options_;
+  bool verified_;  // the handshake runs before any synchronizer talks to other ranks
   std::unique_ptr<sync::comm_thread> thread_;
   std::tuple<synchronizer_t<Strategies, comm_type, O>...> synchronizers_;
   std::vector<bool> ready_;
   std::vector<std::size_t> local_;  // index of each variable within its synchronizer
   bool overlapping_ = false;
+  bool announced_ = false;
+  double announced_update_ = 0.0;
+  std::vector<typename std::remove_reference_t<decltype(std::declval<Context&>().control())>::request> announcements_;
   int micro_ = 0;
   std::int64_t updates_ = 0;
   sync_stats total_;

@@ -14,6 +14,7 @@
 #include <numeric>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,11 @@ namespace strata::sync {
 template <class S>
 concept DenseAllReduceStrategy =
     CanonicalStrategy<S> && S::descriptor.placement == placement_kind::replicate && !S::descriptor.sparse_rows;
+
+/// A collective did not finish before the executor's deadline (the message says which).
+struct stalled : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 struct dense_allreduce_options {
   bucket_options buckets;
@@ -119,12 +125,17 @@ class dense_allreduce_synchronizer {
   }
 
   /// Waits for the buckets: afterwards the gradients are averaged. Reports the first
-  /// variable whose averaged gradient is not finite, if a codec found one.
-  sync_stats wait(micro_step m, std::optional<std::string>& nonfinite) {
+  /// variable whose averaged gradient is not finite, if a codec found one. Throws stalled
+  /// if a bucket has not finished by `deadline`.
+  sync_stats wait(micro_step m, std::optional<std::string>& nonfinite, std::chrono::steady_clock::time_point deadline) {
     sync_stats stats;
     if (m.last) {
-      for (bucket& b : buckets_) {
+      for (std::size_t i = 0; i < buckets_.size(); ++i) {
+        bucket& b = buckets_[i];
         const auto start = std::chrono::steady_clock::now();
+        if (b.done.wait_until(deadline) == std::future_status::timeout)
+          throw stalled(fmt::format("the all-reduce of bucket {} of {} (variables {}) under {}", i + 1, buckets_.size(),
+                                    describe(b), strategy_name<S>()));
         b.done.get();
         stats.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         stats.comm_seconds += b.seconds;
@@ -148,6 +159,7 @@ class dense_allreduce_synchronizer {
   std::size_t bucket_count() const { return buckets_.size(); }
 
  private:
+
   struct bucket {
     span_list<float> grads;         // the pieces' memory, reduced in place
     std::vector<bucket_item> items;  // the pieces, for codecs and error messages
@@ -161,6 +173,13 @@ class dense_allreduce_synchronizer {
   struct position {
     std::size_t bucket = 0, offset = 0;  // element offset within the bucket
   };
+
+  /// The first variables of a bucket, for messages.
+  static std::string describe(const bucket& b) {
+    std::string names;
+    for (std::size_t i = 0; i < b.items.size() && i < 3; ++i) names += (i ? ", \"" : "\"") + std::string(b.items[i].name) + "\"";
+    return b.items.size() > 3 ? fmt::format("{} and {} more", names, b.items.size() - 3) : names;
+  }
 
   void build_buckets(const dense_allreduce_options& options) {
     std::vector<std::size_t> elements;

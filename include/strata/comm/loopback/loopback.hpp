@@ -77,6 +77,13 @@ class world {
     box.ready.notify_all();
   }
 
+  bool has_message(int context, int dest, int source, int tag) {
+    auto& box = boxes_[static_cast<std::size_t>(dest)];
+    std::lock_guard lock(box.mutex);
+    const auto queue = box.queues.find({context, source, tag});
+    return queue != box.queues.end() && !queue->second.empty();
+  }
+
   std::vector<std::byte> take(int context, int dest, int source, int tag) {
     auto& box = boxes_[static_cast<std::size_t>(dest)];
     std::unique_lock lock(box.mutex);
@@ -115,6 +122,9 @@ class communicator {
     send_bytes(dest, tag, std::as_bytes(data));
     return {};
   }
+
+  /// Whether a message from `source` with `tag` is waiting, without receiving it.
+  bool iprobe(int source, int tag) { return world_->has_message(context_, world_rank(rank_), world_rank(source), tag); }
 
   template <Element T>
   request irecv(std::span<T> data, int source, int tag) {
@@ -243,14 +253,21 @@ inline communicator world::rank(int r) {
 class context {
  public:
   context(world& collectives, world& parameter_server, world& control, int rank)
-      : collectives_(collectives.rank(rank)), parameter_server_(parameter_server.rank(rank)), control_(control.rank(rank)) {}
+      : worlds_{&collectives, &parameter_server, &control}, collectives_(collectives.rank(rank)),
+        parameter_server_(parameter_server.rank(rank)), control_(control.rank(rank)) {}
   int rank() const { return control_.rank(); }
   int size() const { return control_.size(); }
   communicator& collectives() { return collectives_; }
   communicator& parameter_server() { return parameter_server_; }
   communicator& control() { return control_; }
 
+  /// Gives up on the job: every rank's waits fail from now on (as MPI_Abort ends them).
+  void abort() {
+    for (world* w : worlds_) w->abort(rank());
+  }
+
  private:
+  world* worlds_[3];
   communicator collectives_, parameter_server_, control_;
 };
 

@@ -6,6 +6,7 @@
 // requests MPI_THREAD_MULTIPLE and refuses to run with less. Each purpose gets its own
 // duplicated communicator, so traffic of one kind can never match or block another's.
 #include <climits>
+#include <cstdlib>
 #include <optional>
 #include <cstddef>
 #include <memory>
@@ -134,6 +135,13 @@ class communicator {
 
   void wait(request& r) { check(MPI_Wait(&r.handle, MPI_STATUS_IGNORE), "MPI_Wait", rank_); }
 
+  /// Whether a message from `source` with `tag` is waiting, without receiving it.
+  bool iprobe(int source, int tag) {
+    int waiting = 0;
+    check(MPI_Iprobe(source, tag, comm_, &waiting, MPI_STATUS_IGNORE), "MPI_Iprobe", rank_);
+    return waiting != 0;
+  }
+
   template <class T>
   void broadcast(std::span<T> data, int root) {
     check(MPI_Bcast(data.data(), count(data.size()), datatype<T>(), root, comm_), "MPI_Bcast", rank_);
@@ -216,6 +224,12 @@ class context {
   communicator& parameter_server() { return *parameter_server_; }
   /// Start-up handshakes, barriers, checkpoints.
   communicator& control() { return *world_; }
+
+  /// Ends the whole job: mpirun then stops every rank and exits non-zero.
+  [[noreturn]] void abort() {
+    MPI_Abort(MPI_COMM_WORLD, 3);
+    std::abort();  // MPI_Abort does not return; this satisfies [[noreturn]]
+  }
 
  private:
   void init(int* argc, char*** argv) {

@@ -45,6 +45,9 @@ struct compression_options {
   int powersgd_warmup_steps = 100;  ///< plain all-reduce for the first updates (as PyTorch's hook)
   std::uint64_t seed = 0x5eed;      ///< PowerSGD's initial Q (the same on every rank)
   nonfinite_policy on_nonfinite = nonfinite_policy::raise;
+  /// Also scan uncompressed buckets for NaN/Inf (one extra pass over the averaged gradient;
+  /// compressed buckets are always checked, where it costs nothing).
+  bool scan_uncompressed = false;
 };
 
 /// The result of reducing one bucket.

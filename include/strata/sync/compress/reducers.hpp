@@ -50,13 +50,17 @@ class bucket_reducer;
 template <class Algorithm, Communicator C>
 class bucket_reducer<Compress<None>, Algorithm, C> {
  public:
-  bucket_reducer(const allreduce_options& a, const compression_options&, std::span<const bucket_item>) : reduce_(a) {}
+  bucket_reducer(const allreduce_options& a, const compression_options& c, std::span<const bucket_item>)
+      : reduce_(a), scan_(c.scan_uncompressed) {}
   bucket_result operator()(C& comm, const bucket_view& bucket, float scale) {
-    return {reduce_(comm, bucket.grads, scale), std::nullopt};
+    bucket_result result{reduce_(comm, bucket.grads, scale), std::nullopt};
+    if (scan_) result.nonfinite = detail::find_nonfinite(bucket);
+    return result;
   }
 
  private:
   allreduce<Algorithm, C, float> reduce_;
+  bool scan_;
 };
 
 /// FP16 / BF16: gradients are scaled, cast to the 16-bit wire type, reduced in that type

@@ -1,0 +1,21 @@
+// A rank that stops participating: the others must fail with a message naming it and the
+// job must end (mpirun exits non-zero) well before the stalled rank would wake up.
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "strata/strata.hpp"
+
+int main(int argc, char** argv) {
+  using namespace strata;
+  mpi::context ctx(argc, argv);
+  std::vector<float> w(1000), g(1000, 1.0f);
+  auto m = make_model(variable<Strategy<AllReduce<Ring>>>("fc.weight", w, g, {100, 10}));
+  executor_options options;
+  options.timeout = std::chrono::seconds(2);
+  auto exec = make_executor(ctx, m, optim::sgd{}, options);
+  exec.step();
+  if (ctx.rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(60));  // stalls
+  exec.step();
+  return 0;
+}
