@@ -7,6 +7,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   zlib1g-dev libopenblas-dev
   dataset-fashion-mnist
+  clang libclang-rt-14-dev   # the fuzzers (scripts/sanitizers.sh)
 )
 sudo=""
 if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi

@@ -50,12 +50,23 @@ class world {
   }
 
   /// Wakes every waiting rank with an error: one rank failed, so nobody waits for it forever.
+  /// The first rank to abort is kept: it is the cause, later aborts are consequences.
   void abort(int failed_rank) {
+    {
+      std::lock_guard lock(aborted_mutex_);
+      if (aborted_by_ < 0) aborted_by_ = failed_rank;
+    }
     for (auto& box : boxes_) {
       std::lock_guard lock(box.mutex);
-      box.failed_rank = failed_rank;
+      if (box.failed_rank < 0) box.failed_rank = failed_rank;
       box.ready.notify_all();
     }
+  }
+
+  /// The rank that aborted first, or -1.
+  int aborted_by() {
+    std::lock_guard lock(aborted_mutex_);
+    return aborted_by_;
   }
 
  private:
@@ -98,6 +109,8 @@ class world {
   }
 
   std::deque<mailbox> boxes_;  // deque: mailboxes hold a mutex and never move
+  std::mutex aborted_mutex_;
+  int aborted_by_ = -1;
   std::mutex contexts_mutex_;
   std::map<std::tuple<int, int, int>, int> contexts_;  // (parent, index, color) -> context; the world's is 0
 };
@@ -232,7 +245,7 @@ class communicator {
     if (message.size() != out.size())
       throw comm_error(fmt::format("loopback rank {}: message from rank {} (tag {}) has {} bytes, the receive expects {}",
                                    rank_, source, tag, message.size(), out.size()));
-    std::memcpy(out.data(), message.data(), message.size());
+    std::ranges::copy(message, out.begin());  // (memcpy of an empty message would pass null pointers)
   }
 
   world* world_;
@@ -294,7 +307,12 @@ void run(int size, Body body) {
         }
       });
   }
-  if (first_failure >= 0) std::rethrow_exception(failures[static_cast<std::size_t>(first_failure.load())]);
+  // A rank that aborted the job on purpose (a timeout) is the cause even if another rank's
+  // consequent failure was caught first.
+  const int cause = control.aborted_by() >= 0 && failures[static_cast<std::size_t>(control.aborted_by())]
+                        ? control.aborted_by()
+                        : first_failure.load();
+  if (cause >= 0) std::rethrow_exception(failures[static_cast<std::size_t>(cause)]);
 }
 
 static_assert(Communicator<communicator> && CommContext<context>);
