@@ -26,12 +26,6 @@ namespace {
 
 using namespace strata;
 
-struct no_update {
-  struct state {};
-  state make_state(std::size_t) const { return {}; }
-  void update(std::span<float>, std::span<const float>, state&, std::int64_t) const {}
-};
-
 /// One codec's executor over the shared gradient buffers.
 struct codec_run {
   std::string name;
@@ -52,7 +46,7 @@ codec_run make_run(std::string name, mpi::context& ctx, const std::vector<bench:
     else
       model->add(variable<V>(shapes[i].name, params[i], grads[i], {dims[0]}));
   }
-  auto exec = std::make_shared<executor<mpi::context, model_of<S, V>, no_update>>(ctx, *model, no_update{}, options);
+  auto exec = std::make_shared<executor<mpi::context, model_of<S, V>, bench::no_update>>(ctx, *model, bench::no_update{}, options);
   const std::size_t n = shapes.size();
   return {std::move(name), [model, exec, n] {
             for (std::size_t i = n; i-- > 0;) exec->grad_ready(variable_id{i});

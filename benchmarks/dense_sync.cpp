@@ -23,19 +23,12 @@
 
 namespace {
 
-/// Leaves parameters untouched: the benchmark measures synchronization only.
-struct no_update {
-  struct state {};
-  state make_state(std::size_t) const { return {}; }
-  void update(std::span<float>, std::span<const float>, state&, std::int64_t) const {}
-};
-
 /// One model of all ResNet-50 gradients under strategy S, and its executor.
 template <class S>
 struct bucketed_sync {
   std::vector<std::vector<float>> params, grads;
   strata::model<S> model;
-  std::optional<strata::executor<strata::mpi::context, strata::model<S>, no_update>> exec;
+  std::optional<strata::executor<strata::mpi::context, strata::model<S>, bench::no_update>> exec;
 
   bucketed_sync(strata::mpi::context& ctx, const std::vector<bench::tensor_shape>& shapes,
                 const strata::executor_options& options) {
@@ -45,7 +38,7 @@ struct bucketed_sync {
     }
     for (std::size_t i = 0; i < shapes.size(); ++i)
       model.add(strata::variable<S>(shapes[i].name, params[i], grads[i], {shapes[i].elements()}));
-    exec.emplace(ctx, model, no_update{}, options);
+    exec.emplace(ctx, model, bench::no_update{}, options);
   }
 
   void step() {

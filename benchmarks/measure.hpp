@@ -2,6 +2,8 @@
 // Shared by the benchmarks: interleaved timing and medians.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <span>
 #include <functional>
 #include <string>
 #include <vector>
@@ -9,6 +11,13 @@
 #include <mpi.h>
 
 namespace bench {
+
+/// An optimizer that leaves parameters untouched, so a benchmark times synchronization only.
+struct no_update {
+  struct state {};
+  state make_state(std::size_t) const { return {}; }
+  void update(std::span<float>, std::span<const float>, state&, std::int64_t) const {}
+};
 
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -140,6 +140,7 @@ struct ring_workspace {
   };
   std::vector<W> slots;                       // `window` chunk-sized receive buffers
   std::vector<W> wire;                        // the buffer as it travels, when W is not the data type
+  span_list<W> wire_list;                     // `wire` as a buffer list (rebuilt when its size changes)
   std::vector<piece> pieces;                  // every received chunk, in order
   std::vector<std::size_t> first_piece;       // index of each step's first piece
   std::vector<typename C::request> requests;  // all requests of one call
@@ -164,14 +165,14 @@ std::size_t ring_steps(C& comm, const span_list<T>& data, const ring_codec<T, W>
   auto segment_of = [&](int i) { return ring_segment(n, p, ((i % p) + p) % p); };
 
   // What travels: the data itself, or its image in the wire type.
-  span_list<W> wire_list;
-  if constexpr (!in_place) {
-    work.wire.resize(n);
-    wire_list = span_list<W>({std::span<W>(work.wire)});
-  }
+  if constexpr (!in_place)
+    if (work.wire.size() != n) {
+      work.wire.resize(n);
+      work.wire_list = span_list<W>({std::span<W>(work.wire)});
+    }
   const span_list<W>& wire = [&]() -> const span_list<W>& {
     if constexpr (in_place) return data;
-    else return wire_list;
+    else return work.wire_list;
   }();
   // Applies f(data piece, matching wire piece, absolute index of the piece's first element).
   auto for_each_pair = [&](std::size_t begin, std::size_t size, auto&& f) {
@@ -279,6 +280,7 @@ std::size_t ring_allreduce(C& comm, const span_list<T>& data, const ring_codec<T
     scale_in_place(data, codec.scale);
   } else {
     work.wire.resize(data.size());
+    work.wire_list = span_list<W>({std::span<W>(work.wire)});
     data.for_each(0, data.size(), [&](std::size_t offset, std::span<T> d) {
       const std::span<W> w = std::span<W>(work.wire).subspan(offset, d.size());
       codec.enter(d, w, offset);

@@ -83,7 +83,7 @@ class cast_reducer {
       const ring_codec<float, Wire> codec{scale, Feedback ? std::span<float>(residual_) : std::span<float>()};
       result.bytes_sent =
           ring_allreduce(comm, bucket.grads, codec, ring_, options_.ring_chunk_bytes / sizeof(Wire), options_.ring_window);
-      if (codec.nonfinite || comm.size() == 1) result.nonfinite = detail::find_nonfinite(bucket);
+      if (codec.nonfinite) result.nonfinite = detail::find_nonfinite(bucket);  // only to name the variable
     } else {
       result.bytes_sent = cast_reduce_cast(comm, bucket, scale);
       result.nonfinite = detail::find_nonfinite(bucket);
