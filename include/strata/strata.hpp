@@ -12,6 +12,7 @@
 #include "strata/exec/executor.hpp"
 #include "strata/model/build.hpp"
 #include "strata/model/model.hpp"
+#include "strata/optim/dense_and_sparse.hpp"
 #include "strata/optim/optimizer.hpp"
 #include "strata/policy/policies.hpp"
 #include "strata/strategy/canonical_string.hpp"

@@ -4,8 +4,8 @@
 // expect: docs/compatibility.md
 #include "strata/strata.hpp"
 void build(strata::mpi::context& ctx, std::vector<float>& w, std::vector<float>& g) {
-  // Sparse rows of a replicated variable (an all-gather of rows) have no synchronizer yet.
-  using S = strata::Strategy<strata::AllReduce<strata::Ring>, strata::SparseRows>;
+  // Compressed rows of a replicated sparse variable have no synchronizer yet.
+  using S = strata::Strategy<strata::AllReduce<strata::Ring>, strata::SparseRows, strata::Compress<strata::FP16>>;
   auto m = strata::make_model(strata::variable<S>("w", w, g, {4}));
   auto exec = strata::make_executor(ctx, m, strata::optim::sgd{});
 }

@@ -75,13 +75,14 @@ void ps_server_optimizer_matches_reference(Context& ctx, O optimizer) {
 }
 
 /// Sparse rows: only touched rows change; repeated rows of one rank add; rows from all
-/// ranks are averaged (BSP).
-template <CommContext Context>
-void ps_sparse_rows_combine_duplicates(Context& ctx) {
+/// ranks are averaged. `Sparse` is a parameter-server strategy under BSP, or a replicated one
+/// (an all-gather of rows).
+template <class Sparse, CommContext Context>
+void sparse_rows_combine_duplicates(Context& ctx) {
   const int ranks = ctx.collectives().size(), rank = ctx.collectives().rank();
   constexpr std::size_t rows = 10, width = 3;
   std::vector<float> table(rows * width, 0.0f);
-  auto m = make_model(variable<PSSparse>("emb", table, {}, {rows, width}));
+  auto m = make_model(variable<Sparse>("emb", table, {}, {rows, width}));
   auto exec = make_executor(ctx, m, optim::sgd{.lr = 1.0f});
   const variable_id emb{0};
   // Every rank: row 2 twice (values 1 and 2), row 7 once (value rank + 1); rank 0 also row 9.
@@ -103,6 +104,57 @@ void ps_sparse_rows_combine_duplicates(Context& ctx) {
   for (const auto& [row, value] : expected)
     for (std::size_t c = 0; c < width; ++c)
       expect(table[row * width + c] == value, "rank {}: row {} is {}, expected {}", rank, row, table[row * width + c], value);
+}
+
+/// optim::dense_and_sparse: Adam for the dense variables and Adagrad for the SparseRows ones,
+/// on the servers and on replicas alike. Every rank gives the same gradient, so the mean is
+/// that gradient and the local reference is exact.
+template <CommContext Context>
+void dense_and_sparse_optimizers_by_variable(Context& ctx) {
+  const int rank = ctx.collectives().rank();
+  constexpr std::size_t rows = 6, width = 2;
+  const optim::dense_and_sparse<optim::adam, optim::adagrad> optimizer{{.lr = 0.01f}, {.lr = 0.5f}};
+  std::vector<float> w(4, 1.0f), gw(4), d(4, 1.0f), gd(4), e(rows * width, 1.0f), r(rows * width, 1.0f);
+  using DensePS = Strategy<PS<1>>;
+  using SparsePS = Strategy<PS<1>, SparseRows>;
+  using DenseReplicated = Strategy<AllReduce<Ring>>;
+  using SparseReplicated = Strategy<AllReduce<Ring>, SparseRows>;
+  model_of<DensePS, SparsePS, DenseReplicated, SparseReplicated> m;
+  m.add(variable<DensePS>("w", w, gw, {4}));
+  m.add(variable<SparsePS>("e", e, {}, {rows, width}));
+  m.add(variable<DenseReplicated>("d", d, gd, {4}));
+  m.add(variable<SparseReplicated>("r", r, {}, {rows, width}));
+  auto exec = make_executor(ctx, m, optimizer);
+  std::vector<float> dense_reference(4, 1.0f), sparse_reference(rows * width, 1.0f);
+  auto adam_state = optimizer.dense.make_state(4);
+  auto adagrad_state = optimizer.sparse.make_state(rows * width);
+  const std::vector<std::uint32_t> touched = {1, 4};
+  for (int u = 1; u <= 3; ++u) {
+    const std::vector<float> dense_grad = {0.5f, -1.0f, 2.0f, static_cast<float>(u)};
+    const std::vector<float> row_grads = {1.0f, -2.0f, 0.25f * static_cast<float>(u), 4.0f};
+    std::ranges::copy(dense_grad, gw.begin());
+    std::ranges::copy(dense_grad, gd.begin());
+    exec.pull(variable_id{1}, touched);
+    exec.sparse_gradient(variable_id{1}, touched, row_grads);
+    exec.sparse_gradient(variable_id{3}, touched, row_grads);
+    exec.step();
+    optimizer.dense.update(dense_reference, dense_grad, adam_state, u);
+    for (std::size_t i = 0; i < touched.size(); ++i)
+      optimizer.sparse.update(std::span<float>(sparse_reference).subspan(touched[i] * width, width),
+                              std::span<const float>(row_grads).subspan(i * width, width), adagrad_state, u,
+                              touched[i] * width);
+  }
+  exec.pull(variable_id{1}, std::vector<std::uint32_t>{0, 1, 2, 3, 4, 5});
+  auto close = [](float a, float b) { return std::abs(a - b) <= 1e-6f * std::max(1.0f, std::abs(b)); };
+  for (std::size_t i = 0; i < 4; ++i) {
+    expect(close(w[i], dense_reference[i]), "rank {}: PS w[{}] = {}, Adam gives {}", rank, i, w[i], dense_reference[i]);
+    expect(close(d[i], dense_reference[i]), "rank {}: replicated d[{}] = {}, Adam gives {}", rank, i, d[i], dense_reference[i]);
+  }
+  for (std::size_t i = 0; i < e.size(); ++i) {
+    expect(close(e[i], sparse_reference[i]), "rank {}: PS e[{}] = {}, Adagrad gives {}", rank, i, e[i], sparse_reference[i]);
+    expect(close(r[i], sparse_reference[i]), "rank {}: replicated r[{}] = {}, Adagrad gives {}", rank, i, r[i],
+           sparse_reference[i]);
+  }
 }
 
 /// PS under BSP trains to the same parameters as all-reduce on the same data.

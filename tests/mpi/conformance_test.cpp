@@ -100,7 +100,15 @@ TEST_CASE("mpi: server-side optimizers match the local optimizer on the mean gra
 }
 
 TEST_CASE("mpi: sparse rows combine duplicates and average over ranks", "[mpi][ps]") {
-  CHECK_NOTHROW(conformance::ps_sparse_rows_combine_duplicates(*context));
+  CHECK_NOTHROW(conformance::sparse_rows_combine_duplicates<conformance::PSSparse>(*context));
+}
+
+TEST_CASE("mpi: replicated sparse rows are all-gathered, combined and averaged", "[mpi][sparse]") {
+  CHECK_NOTHROW(conformance::sparse_rows_combine_duplicates<Strategy<AllReduce<Ring>, SparseRows>>(*context));
+}
+
+TEST_CASE("mpi: dense_and_sparse gives dense variables Adam and sparse ones Adagrad", "[mpi][ps]") {
+  CHECK_NOTHROW(conformance::dense_and_sparse_optimizers_by_variable(*context));
 }
 
 TEST_CASE("mpi: PS under BSP trains like all-reduce", "[mpi][ps]") {

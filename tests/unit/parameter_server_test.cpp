@@ -54,7 +54,41 @@ TEST_CASE("server-side optimizers match the optimizer applied locally to the mea
 }
 
 TEST_CASE("sparse rows: duplicates add, untouched rows stay, ranks are averaged", "[ps][sparse]") {
-  for (int ranks : {1, 2, 4}) CHECK_NOTHROW(loopback::run(ranks, conformance::ps_sparse_rows_combine_duplicates<loopback::context>));
+  for (int ranks : {1, 2, 4}) {
+    CHECK_NOTHROW(loopback::run(ranks, conformance::sparse_rows_combine_duplicates<conformance::PSSparse, loopback::context>));
+    CHECK_NOTHROW(loopback::run(
+        ranks, conformance::sparse_rows_combine_duplicates<Strategy<AllReduce<Ring>, SparseRows>, loopback::context>));
+  }
+}
+
+TEST_CASE("dense_and_sparse: Adam for dense variables, Adagrad for sparse ones, on servers and replicas", "[ps][optimizer]") {
+  for (int ranks : {1, 3}) CHECK_NOTHROW(loopback::run(ranks, conformance::dense_and_sparse_optimizers_by_variable<loopback::context>));
+}
+
+TEST_CASE("replicated sparse rows: bad rows and sizes are refused, accumulation averages micro-batches", "[sparse]") {
+  loopback::run(2, [](loopback::context& ctx) {
+    std::vector<float> table(4 * 2, 0.0f);
+    auto m = make_model(variable<Strategy<AllReduce<Ring>, SparseRows>>("emb", table, {}, {4, 2}));
+    auto exec = make_executor(ctx, m, optim::sgd{.lr = 1.0f}, executor_options{.accumulation_steps = 2});
+    const variable_id emb{0};
+    CHECK_THROWS_WITH(exec.sparse_gradient(emb, std::vector<std::uint32_t>{4}, std::vector<float>{1, 1}),
+                      Catch::Contains("row 4 (position 0) is out of range; the variable has 4 rows"));
+    CHECK_THROWS_WITH(exec.sparse_gradient(emb, std::vector<std::uint32_t>{1}, std::vector<float>{1}),
+                      Catch::Contains("1 rows of 2 values need 2 values, got 1"));
+    // Two micro-batches on each of two ranks: row 1 gets 2 + 6 per rank, so the mean over
+    // 2 ranks x 2 micro-batches is 4; row 3 only from rank 1's second micro-batch: 8 / 4.
+    exec.sparse_gradient(emb, std::vector<std::uint32_t>{1}, std::vector<float>{2, 2});
+    CHECK_FALSE(exec.step().updated);
+    std::vector<std::uint32_t> rows = {1};
+    std::vector<float> values = {6, 6};
+    if (ctx.collectives().rank() == 1) {
+      rows.push_back(3);
+      values.insert(values.end(), {8, 8});
+    }
+    exec.sparse_gradient(emb, rows, values);
+    CHECK(exec.step().updated);
+    CHECK(table == std::vector<float>{0, 0, -4, -4, 0, 0, -2, -2});
+  });
 }
 
 TEST_CASE("PS under BSP trains like all-reduce", "[ps][bsp]") {

@@ -7,6 +7,7 @@
 #include "strata/strategy/strategy.hpp"
 #include "strata/sync/dense_allreduce.hpp"
 #include "strata/sync/ps_synchronizer.hpp"
+#include "strata/sync/sparse_allgather.hpp"
 
 namespace strata {
 
@@ -36,6 +37,13 @@ template <CanonicalStrategy S, Communicator C, Optimizer O>
   requires sync::DenseAllReduceStrategy<S>
 struct synchronizer_for<S, C, O> {
   using type = sync::dense_allreduce_synchronizer<S, C, O>;
+};
+
+/// Replicate + AllReduce with SparseRows: an all-gather of each rank's touched rows.
+template <CanonicalStrategy S, Communicator C, Optimizer O>
+  requires sync::SparseAllGatherStrategy<S>
+struct synchronizer_for<S, C, O> {
+  using type = sync::sparse_allgather_synchronizer<S, C, O>;
 };
 
 /// PS<N>, dense or sparse rows, any consistency: the parameter server.

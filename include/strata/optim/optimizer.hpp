@@ -10,6 +10,11 @@
 
 namespace strata {
 
+namespace optim {
+/// How a variable's gradients arrive: what an optimizer may choose its state by.
+enum class gradient_form { dense, sparse_rows };
+}  // namespace optim
+
 /// An optimizer owns no per-variable memory itself: it makes a state per variable and
 /// updates a parameter from its averaged gradient and that state. The state's tensors,
 /// each shaped like the parameter, are named for checkpoints.
@@ -28,6 +33,14 @@ concept RowOptimizer = Optimizer<O> && requires(const O& o, std::span<float> p, 
                                                 typename O::state& s, std::int64_t step, std::size_t offset) {
   o.update(p, g, s, step, offset);
 };
+
+/// Optimizers that treat dense and SparseRows variables differently also take the
+/// variable's gradient form (optim::dense_and_sparse); the others ignore it.
+template <Optimizer O>
+typename O::state make_state_for(const O& optimizer, std::size_t elements, optim::gradient_form form) {
+  if constexpr (requires { optimizer.make_state(elements, form); }) return optimizer.make_state(elements, form);
+  else return optimizer.make_state(elements);
+}
 
 static_assert(RowOptimizer<optim::sgd> && RowOptimizer<optim::adam> && RowOptimizer<optim::adagrad>);
 

@@ -72,6 +72,19 @@ inline std::vector<gradient_piece> partition_gradient(std::size_t variable, cons
   return pieces;
 }
 
+/// Adds replicated variables' parameters and optimizer state (equal on every rank) to a
+/// checkpoint's state.
+template <Optimizer O>
+void add_replicated_state(ckpt::state_set& set, std::span<const variable_binding> variables,
+                          std::vector<typename O::state>& states) {
+  for (std::size_t k = 0; k < variables.size(); ++k) {
+    const variable_binding& v = variables[k];
+    set.add({v.name, v.shape, ckpt::sharing::replicated, v.param});
+    for (const optim::named_state& s : O::tensors(states[k]))
+      set.add({fmt::format("{}/{}", v.name, s.name), v.shape, ckpt::sharing::replicated, s.values});
+  }
+}
+
 template <CanonicalStrategy S, Communicator C, Optimizer O>
 class dense_allreduce_synchronizer {
   using algorithm = typename S::collective::algorithm;
@@ -89,7 +102,7 @@ class dense_allreduce_synchronizer {
     constexpr strategy_descriptor d = S::descriptor;
     const int parts = d.partition_shards > 0 ? d.partition_shards : comm.size();
     for (std::size_t k = 0; k < variables_.size(); ++k) {
-      states_.push_back(optimizer.make_state(variables_[k].elements()));
+      states_.push_back(make_state_for(optimizer, variables_[k].elements(), optim::gradient_form::dense));
       comm.broadcast(variables_[k].param, 0);
       first_piece_.push_back(pieces_.size());
       for (gradient_piece& piece : partition_gradient(k, variables_[k], d.partition_axis, parts))
@@ -151,12 +164,7 @@ class dense_allreduce_synchronizer {
   /// rank's error-feedback residuals (kept per bucket, saved in each variable's own layout
   /// so that another bucketing or partitioning can restore them), codec state.
   void collect_state(ckpt::state_set& set) {
-    for (std::size_t k = 0; k < variables_.size(); ++k) {
-      const variable_binding& v = variables_[k];
-      set.add({v.name, v.shape, ckpt::sharing::replicated, v.param});
-      for (const optim::named_state& s : O::tensors(states_[k]))
-        set.add({fmt::format("{}/{}", v.name, s.name), v.shape, ckpt::sharing::replicated, s.values});
-    }
+    add_replicated_state<O>(set, variables_, states_);
     if constexpr (requires(reducer& r) { r.residual_state(std::size_t{}); }) {
       std::vector<std::span<float>> residuals;  // per variable
       for (const variable_binding& v : variables_) {

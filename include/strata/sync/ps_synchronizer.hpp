@@ -20,30 +20,17 @@
 #include "strata/ckpt/state.hpp"
 #include "strata/comm/communicator.hpp"
 #include "strata/error.hpp"
-#include "strata/kernels/sparse_rows.hpp"
 #include "strata/sync/dense_allreduce.hpp"
 #include "strata/sync/ps/service.hpp"
 #include "strata/sync/resources.hpp"
+#include "strata/sync/sparse_rows.hpp"
 #include "strata/sync/stats.hpp"
 
 namespace strata::sync {
 
 template <class S>
-concept ParameterServerStrategy = CanonicalStrategy<S> && S::descriptor.placement == placement_kind::ps;
-
-/// Rows (any order, repeated) and their values, as unique sorted rows with the values of
-/// repeated rows added in input order.
-inline void combine_rows(std::span<const std::uint32_t> rows, std::span<const float> values, std::size_t width,
-                         std::vector<std::uint32_t>& unique_rows, std::vector<float>& sums) {
-  unique_rows.assign(rows.begin(), rows.end());
-  std::ranges::sort(unique_rows);
-  unique_rows.erase(std::unique(unique_rows.begin(), unique_rows.end()), unique_rows.end());
-  std::vector<std::uint32_t> positions(rows.size());
-  for (std::size_t i = 0; i < rows.size(); ++i)
-    positions[i] = static_cast<std::uint32_t>(std::ranges::lower_bound(unique_rows, rows[i]) - unique_rows.begin());
-  sums.assign(unique_rows.size() * width, 0.0f);
-  kernels::scatter_add_rows(sums, width, positions, values);
-}
+concept ParameterServerStrategy = CanonicalStrategy<S> && S::descriptor.placement == placement_kind::ps &&
+                                  S::descriptor.codec == codec_kind::none;  // pushes travel in fp32
 
 template <CanonicalStrategy S, Communicator C, class O>
 class ps_synchronizer {
@@ -96,12 +83,8 @@ class ps_synchronizer {
     requires sparse
   {
     const variable_binding& v = variables_[k];
-    const std::size_t width = row_width(v);
-    if (values.size() != rows.size() * width)
-      throw binding_error(fmt::format("sparse_gradient(\"{}\"): {} rows of {} values need {} values, got {}", v.name,
-                                      rows.size(), width, rows.size() * width, values.size()));
-    check_rows(v, rows, "sparse_gradient");
-    combine_rows(rows, values, width, staged_rows_[k], staged_values_[k]);
+    check_sparse_gradient(v, rows, values);
+    combine_rows(rows, values, row_width(v), staged_rows_[k], staged_values_[k]);
   }
 
   /// Fetches rows of sparse variable `k` into its bound table, as fresh as the consistency
@@ -128,18 +111,6 @@ class ps_synchronizer {
   std::span<const variable_binding> variables() const { return variables_; }
 
  private:
-  static std::size_t row_width(const variable_binding& v) {
-    return v.shape.empty() || v.shape[0] == 0 ? v.elements() : v.elements() / v.shape[0];
-  }
-
-  static void check_rows(const variable_binding& v, std::span<const std::uint32_t> rows, std::string_view call) {
-    const std::size_t table_rows = v.shape.empty() ? 1 : v.shape[0];
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      if (rows[i] >= table_rows)
-        throw binding_error(fmt::format("{}(\"{}\"): row {} (position {}) is out of range; the variable has {} rows", call,
-                                        v.name, rows[i], i, table_rows));
-  }
-
   static void require_single_micro_batch(micro_step m) {
     if (m.micro_batches > 1)
       throw usage_error("parameter-server variables do not support gradient accumulation yet; use accumulation_steps = 1");

@@ -55,7 +55,8 @@ class server {
           const auto from = p.variables[v].binding.param.subspan(r.offset, r.size);
           state.values.insert(state.values.end(), from.begin(), from.end());
         }
-        state.optimizer_state = optimizer.make_state(s.elements);
+        state.optimizer_state = make_state_for(
+            optimizer, s.elements, p.variables[v].sparse() ? optim::gradient_form::sparse_rows : optim::gradient_form::dense);
         state.applied.assign(static_cast<std::size_t>(comm.size()), 0);
       }
   }

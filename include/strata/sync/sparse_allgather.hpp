@@ -1,0 +1,180 @@
+#pragma once
+// Data-parallel synchronization of replicated SparseRows variables (`Replicate, AllReduce<A>,
+// SparseRows`): every rank holds the whole table, and an update exchanges only the rows
+// each rank touched. Ranks all-gather their row counts, then their rows and values (padded
+// to the largest count, as the collective needs equal blocks); every rank then sums the
+// same rows in the same rank order, so replicas stay bitwise equal, and applies the
+// optimizer to the touched rows only (untouched rows keep their optimizer state: "lazy").
+//
+// The collective algorithm of the strategy does not matter here: an all-gather is one
+// operation of the backend. The exchange is submitted to the communication thread from
+// wait(), after every synchronizer's flush(), so it follows every all-reduce bucket of the
+// same update on every rank whatever the order in which gradients were marked ready.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <future>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "strata/ckpt/state.hpp"
+#include "strata/comm/communicator.hpp"
+#include "strata/model/variable.hpp"
+#include "strata/optim/optimizer.hpp"
+#include "strata/sync/comm_thread.hpp"
+#include "strata/sync/dense_allreduce.hpp"
+#include "strata/sync/resources.hpp"
+#include "strata/sync/sparse_rows.hpp"
+#include "strata/sync/stats.hpp"
+
+namespace strata::sync {
+
+template <class S>
+concept SparseAllGatherStrategy =
+    CanonicalStrategy<S> && S::descriptor.placement == placement_kind::replicate && S::descriptor.sparse_rows &&
+    S::descriptor.codec == codec_kind::none;  // rows travel in fp32
+
+template <CanonicalStrategy S, Communicator C, Optimizer O>
+class sparse_allgather_synchronizer {
+  static_assert(RowOptimizer<O>, "replicated SparseRows variables update only their touched rows: they need a RowOptimizer");
+
+ public:
+  /// Broadcasts rank 0's tables so every replica starts equal.
+  sparse_allgather_synchronizer(const synchronizer_resources<C, O>& resources, const std::vector<std::size_t>& ids)
+      : comm_(&resources.collectives), thread_(&resources.thread) {
+    for (std::size_t id : ids) {
+      variables_.push_back(resources.model_variables[id]);
+      states_.push_back(make_state_for(resources.optimizer, variables_.back().elements(), optim::gradient_form::sparse_rows));
+      comm_->broadcast(variables_.back().param, 0);
+    }
+    tables_.resize(variables_.size());
+  }
+
+  void gradient_ready(std::size_t, micro_step) {}  // the rows come with sparse_gradient
+  void flush(micro_step) {}
+
+  /// Exchanges every variable's rows of this update (on the last micro-batch) and sums them.
+  sync_stats wait(micro_step m, std::optional<std::string>& nonfinite, std::chrono::steady_clock::time_point deadline) {
+    sync_stats stats;
+    if (!m.last) return stats;
+    const auto start = std::chrono::steady_clock::now();
+    std::future<void> done = thread_->submit([this, m] {
+      const auto started = std::chrono::steady_clock::now();
+      for (table& t : tables_) exchange(t, m);
+      exchange_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    });
+    if (done.wait_until(deadline) == std::future_status::timeout)
+      throw stalled(fmt::format("the all-gather of the rows of {} under {}", names(), strategy_name<S>()));
+    done.get();
+    stats.wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    stats.comm_seconds = exchange_seconds_;
+    for (std::size_t k = 0; k < tables_.size(); ++k) {
+      stats.bytes_sent += tables_[k].bytes_sent;
+      if (!nonfinite && !std::ranges::all_of(tables_[k].sums, [](float x) { return std::isfinite(x); }))
+        nonfinite = variables_[k].name;
+    }
+    return stats;
+  }
+
+  /// Applies the optimizer to the rows some rank touched, with their averaged gradient.
+  void update(const O& optimizer, std::int64_t update) {
+    for (std::size_t k = 0; k < variables_.size(); ++k) {
+      table& t = tables_[k];
+      const std::size_t width = row_width(variables_[k]);
+      for (std::size_t i = 0; i < t.rows.size(); ++i) {
+        const std::size_t offset = static_cast<std::size_t>(t.rows[i]) * width;
+        optimizer.update(variables_[k].param.subspan(offset, width), std::span<const float>(t.sums).subspan(i * width, width),
+                         states_[k], update, offset);
+      }
+    }
+  }
+
+  /// This micro-batch's gradient rows of variable `k` (rows may repeat: their values add).
+  void sparse_gradient(std::size_t k, std::span<const std::uint32_t> rows, std::span<const float> values) {
+    check_sparse_gradient(variables_[k], rows, values);
+    table& t = tables_[k];
+    t.pending_rows.insert(t.pending_rows.end(), rows.begin(), rows.end());
+    t.pending_values.insert(t.pending_values.end(), values.begin(), values.end());
+  }
+
+  /// Every rank holds the whole table, always current after step(): nothing to fetch.
+  void pull(std::size_t k, std::span<const std::uint32_t> rows, std::int64_t, std::chrono::steady_clock::time_point) {
+    check_rows(variables_[k], rows, "pull");
+  }
+
+  void collect_state(ckpt::state_set& set) { add_replicated_state<O>(set, variables_, states_); }
+
+  std::span<const variable_binding> variables() const { return variables_; }
+
+ private:
+  struct table {
+    std::vector<std::uint32_t> pending_rows;  // this update's, as given (micro-batches appended)
+    std::vector<float> pending_values;
+    std::vector<std::uint32_t> rows;  // after the exchange: every rank's rows, unique and sorted
+    std::vector<float> sums;          // their averaged gradient
+    std::vector<std::byte> send, gathered;
+    std::uint64_t bytes_sent = 0;
+  };
+
+  // On the communication thread.
+  void exchange(table& t, micro_step m) {
+    const std::size_t k = static_cast<std::size_t>(&t - tables_.data());
+    const std::size_t width = row_width(variables_[k]);
+    const auto ranks = static_cast<std::size_t>(comm_->size());
+    std::vector<std::uint32_t> mine;
+    std::vector<float> mine_sums;
+    combine_rows(t.pending_rows, t.pending_values, width, mine, mine_sums);
+    t.pending_rows.clear();
+    t.pending_values.clear();
+
+    std::vector<std::uint64_t> counts(ranks);
+    const std::uint64_t count = mine.size();
+    comm_->allgather(std::as_bytes(std::span(&count, 1)), std::as_writable_bytes(std::span(counts)));
+    const std::size_t most = *std::ranges::max_element(counts);
+    // One block per rank: `most` rows, then `most` rows of values; unused slots stay zero.
+    const std::size_t block = most * (sizeof(std::uint32_t) + width * sizeof(float));
+    t.send.assign(block, std::byte{0});
+    std::memcpy(t.send.data(), mine.data(), mine.size() * sizeof(std::uint32_t));
+    std::memcpy(t.send.data() + most * sizeof(std::uint32_t), mine_sums.data(), mine_sums.size() * sizeof(float));
+    t.gathered.resize(block * ranks);
+    if (block > 0) comm_->allgather(std::span<const std::byte>(t.send), std::span<std::byte>(t.gathered));
+    t.bytes_sent = (ranks - 1) * (block + sizeof(count));
+
+    // Every rank's rows in rank order, then combined: the same order, so the same sums, everywhere.
+    std::vector<std::uint32_t> all_rows;
+    std::vector<float> all_values;
+    for (std::size_t r = 0; r < ranks; ++r) {
+      const std::byte* from = t.gathered.data() + r * block;
+      const std::size_t n = counts[r];
+      const std::size_t rows_at = all_rows.size(), values_at = all_values.size();
+      all_rows.resize(rows_at + n);
+      all_values.resize(values_at + n * width);
+      std::memcpy(all_rows.data() + rows_at, from, n * sizeof(std::uint32_t));
+      std::memcpy(all_values.data() + values_at, from + most * sizeof(std::uint32_t), n * width * sizeof(float));
+    }
+    combine_rows(all_rows, all_values, width, t.rows, t.sums);
+    const float scale = 1.0f / static_cast<float>(ranks * static_cast<std::size_t>(m.micro_batches));
+    for (float& x : t.sums) x *= scale;
+  }
+
+  std::string names() const {
+    std::vector<std::string> n;
+    for (const variable_binding& v : variables_) n.push_back(fmt::format("\"{}\"", v.name));
+    return fmt::format("{}", fmt::join(n, ", "));
+  }
+
+  C* comm_;
+  comm_thread* thread_;
+  std::vector<variable_binding> variables_;
+  std::vector<typename O::state> states_;
+  std::vector<table> tables_;
+  double exchange_seconds_ = 0.0;
+};
+
+}  // namespace strata::sync
