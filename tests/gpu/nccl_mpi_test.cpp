@@ -19,6 +19,7 @@
 #include "strata/comm/mpi/mpi.hpp"
 #include "strata/comm/nccl/mpi_bootstrap.hpp"
 #include "strata/comm/nccl/nccl.hpp"
+#include "strata/cuda/device.cuh"
 
 namespace {
 
@@ -114,7 +115,7 @@ void refused(strata::mpi::context& host, int devices) {
 int main(int argc, char** argv) {
   strata::mpi::context host(argc, argv);
   try {
-    const int devices = strata::nccl::detail::visible_devices(host.rank());
+    const int devices = strata::cuda::device_count();
     if (devices == 0) {
       std::printf("rank %d: no CUDA device: skipped\n", host.rank());
       return STRATA_GPU_SKIP_CODE;

@@ -4,11 +4,11 @@
 // rank. Gradient collectives then run over NCCL on device memory; control traffic and the
 // parameter server stay on MPI over host memory, because the executor's start-up handshake
 // exchanges host buffers and the server probes for requests, which NCCL cannot do.
-#include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <cstddef>
 #include <span>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -17,29 +17,24 @@
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/mpi/mpi.hpp"
 #include "strata/comm/nccl/nccl.hpp"
+#include "strata/cuda/device.cuh"
 #include "strata/error.hpp"
 
 namespace strata::nccl {
 
 namespace detail {
 
-/// The CUDA devices this process sees; no device or no driver is zero, not an error.
-inline int visible_devices(int rank) {
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status == cudaErrorNoDevice || status == cudaErrorInsufficientDriver || status == cudaErrorStubLibrary) {
-    static_cast<void>(cudaGetLastError());  // the answer is taken; do not leave it to the next call
-    return 0;
-  }
-  check_cuda(status, "cudaGetDeviceCount", rank);
-  return count;
-}
-
 /// The GPU of this rank: its local rank. Collective over `host`: when any rank's machine
 /// shows fewer GPUs than it runs ranks, every rank throws, naming the ranks without one,
 /// so that none is left waiting in NCCL's initialization.
 inline int choose_device(mpi::context& host) {
-  const int devices = visible_devices(host.rank());
+  int devices = 0;
+  std::string trouble;  // a failure to count is reported as having no GPU, after the exchange
+  try {
+    devices = cuda::device_count();
+  } catch (const cuda_error& e) {
+    trouble = std::string(" (counting them failed: ") + e.what() + ")";
+  }
   const int lacking = host.local_rank() >= devices ? 1 : 0;
   std::vector<int> lacks(static_cast<std::size_t>(host.size()));
   host.control().allgather(std::span<const int>(&lacking, 1), std::span<int>(lacks));
@@ -48,10 +43,10 @@ inline int choose_device(mpi::context& host) {
     if (lacks[static_cast<std::size_t>(r)]) without.push_back(r);
   if (!without.empty())
     throw comm_error(fmt::format("nccl backend: no GPU for rank{} {} (local rank i of a machine takes its GPU i). "
-                                 "This is rank {}, local rank {} of {} on its machine, and it sees {} CUDA device(s); "
+                                 "This is rank {}, local rank {} of {} on its machine, and it sees {} CUDA device(s){}; "
                                  "start at most one rank per GPU, or check CUDA_VISIBLE_DEVICES",
                                  without.size() > 1 ? "s" : "", fmt::join(without, ", "), host.rank(), host.local_rank(),
-                                 host.local_size(), devices));
+                                 host.local_size(), devices, trouble));
   return host.local_rank();
 }
 

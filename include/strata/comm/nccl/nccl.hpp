@@ -122,9 +122,9 @@ namespace detail {
 /// current when they are created).
 class device_scope {
  public:
-  explicit device_scope(int device) {
-    check_cuda(cudaGetDevice(&previous_), "cudaGetDevice", -1);
-    check_cuda(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")", -1);
+  device_scope(int device, int rank) {
+    check_cuda(cudaGetDevice(&previous_), "cudaGetDevice", rank);
+    check_cuda(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")", rank);
   }
   ~device_scope() { static_cast<void>(cudaSetDevice(previous_)); }
   device_scope(const device_scope&) = delete;
@@ -155,7 +155,7 @@ class comm_state {
                                             std::string_view call, Initiate initiate) {
     static const bool versions_checked = (check_versions(), true);
     static_cast<void>(versions_checked);
-    device_scope on_device(device);
+    device_scope on_device(device, rank);
     auto state = std::shared_ptr<comm_state>(new comm_state(device, rank, node_color, opts));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
