@@ -14,10 +14,13 @@
 //   operations start together, as one ncclGroupStart/End group, at the next wait or
 //   collective. Tags are not matched: NCCL pairs one rank's sends to a peer with that
 //   peer's receives in posting order, and the counts must be equal (MPI allows a larger
-//   receive). strata's ring and tree post in the same order on both sides.
+//   receive). Patterns that post a pair's messages in the same order on both sides, as
+//   strata's ring and tree do, match as under MPI. Bytes travel like elements (device
+//   memory too).
 // - iprobe throws usage_error: NCCL can only receive what the receiver already expects,
-//   so nothing can be probed. The parameter server, which probes for requests, runs over
-//   host memory: nccl::context's parameter_server() is an mpi communicator.
+//   so nothing can be probed. The parameter server, whose byte messages arrive unasked
+//   and are found by probing, runs over host memory: nccl::context's parameter_server()
+//   is an mpi communicator.
 // - wait() synchronizes with the stream, checks NCCL's asynchronous error state while it
 //   polls, and gives up at a deadline (options::timeout): the communicator is then
 //   aborted (ncclCommAbort) and timeout_error thrown, so a dead peer cannot hang a rank.
