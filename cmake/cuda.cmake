@@ -1,5 +1,7 @@
 # The CUDA kernel layer (include/strata/cuda): the strata::cuda target, and every .cuh
 # compiled on its own by nvcc, so a CI machine without a GPU still compiles all GPU code.
+# Where NCCL is found, also the nccl backend (include/strata/comm/nccl): strata::nccl, its
+# nccl.hpp compiled on its own by nvcc too.
 # Included from the top level once check_language(CUDA) has found a compiler.
 
 set(CMAKE_CUDA_ARCHITECTURES ${STRATA_CUDA_ARCHITECTURES})
@@ -33,20 +35,50 @@ target_compile_features(strata_cuda INTERFACE cxx_std_20 cuda_std_20)
 target_compile_options(strata_cuda INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
 target_link_libraries(strata_cuda INTERFACE CUDA::cudart CUDA::cublas)
 
-# One generated .cu per .cuh (CUTLASS's way; VERIFY_INTERFACE_HEADER_SETS compiles C++ only).
-set(strata_cuda_header_tus)
-foreach(header IN LISTS strata_cuda_headers)
-  file(RELATIVE_PATH relative "${PROJECT_SOURCE_DIR}/include" "${header}")
-  string(MAKE_C_IDENTIFIER "${relative}" name)
-  set(tu "${PROJECT_BINARY_DIR}/cuda_header_check/${name}.cu")
-  file(CONFIGURE OUTPUT "${tu}" CONTENT "#include <${relative}>\n")
-  list(APPEND strata_cuda_header_tus "${tu}")
-endforeach()
-add_library(strata_cuda_headers_self_contained OBJECT ${strata_cuda_header_tus})
-target_link_libraries(strata_cuda_headers_self_contained PRIVATE strata::cuda)
-target_compile_options(strata_cuda_headers_self_contained PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
+# strata_header_check(<target> <extension> <headers...>): an object library of one generated
+# translation unit per header (.cu: compiled by nvcc; .cpp: by the C++ compiler), so every
+# header is proven to compile on its own (CUTLASS's way; VERIFY_INTERFACE_HEADER_SETS
+# compiles C++ only). The caller links what the headers need.
+function(strata_header_check target extension)
+  set(tus)
+  foreach(header IN LISTS ARGN)
+    file(RELATIVE_PATH relative "${PROJECT_SOURCE_DIR}/include" "${header}")
+    string(MAKE_C_IDENTIFIER "${relative}" name)
+    set(tu "${PROJECT_BINARY_DIR}/header_check/${name}.${extension}")
+    file(CONFIGURE OUTPUT "${tu}" CONTENT "#include <${relative}>\n")
+    list(APPEND tus "${tu}")
+  endforeach()
+  add_library(${target} OBJECT ${tus})
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>
+                                           $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
+endfunction()
 
+# --- NCCL (optional: the nccl backend, include/strata/comm/nccl) ------------------------
 find_path(STRATA_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES x86_64-linux-gnu)
+find_library(STRATA_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES x86_64-linux-gnu)
+set(strata_nvcc_checked_headers ${strata_cuda_headers})
+if(STRATA_NCCL_INCLUDE_DIR AND STRATA_NCCL_LIBRARY)
+  # nccl.hpp needs only CUDA and NCCL; mpi_bootstrap.hpp adds MPI and fmt (strata::strata),
+  # so its consumers link both targets.
+  add_library(strata_nccl INTERFACE)
+  add_library(strata::nccl ALIAS strata_nccl)
+  set_target_properties(strata_nccl PROPERTIES EXPORT_NAME nccl)
+  file(GLOB strata_nccl_headers CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/include/strata/comm/nccl/*.hpp")
+  target_sources(strata_nccl INTERFACE FILE_SET HEADERS BASE_DIRS include FILES ${strata_nccl_headers})
+  target_include_directories(strata_nccl INTERFACE $<BUILD_INTERFACE:${STRATA_NCCL_INCLUDE_DIR}>)
+  target_link_libraries(strata_nccl INTERFACE strata::cuda ${STRATA_NCCL_LIBRARY})
+  list(APPEND strata_nvcc_checked_headers "${PROJECT_SOURCE_DIR}/include/strata/comm/nccl/nccl.hpp")
+else()
+  message(STATUS "strata: NCCL not found (nccl.h: ${STRATA_NCCL_INCLUDE_DIR}, libnccl: ${STRATA_NCCL_LIBRARY}); "
+                 "the nccl backend and its tests are skipped")
+endif()
+
+strata_header_check(strata_cuda_headers_self_contained cu ${strata_nvcc_checked_headers})
+target_link_libraries(strata_cuda_headers_self_contained PRIVATE strata::cuda)
+if(TARGET strata_nccl)
+  target_link_libraries(strata_cuda_headers_self_contained PRIVATE strata::nccl)
+endif()
+
 find_path(STRATA_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES x86_64-linux-gnu)
 message(STATUS "strata: CUDA ${CUDAToolkit_VERSION} (${CMAKE_CUDA_COMPILER}) for architectures ${CMAKE_CUDA_ARCHITECTURES}; "
-               "NCCL headers: ${STRATA_NCCL_INCLUDE_DIR}; cuDNN headers: ${STRATA_CUDNN_INCLUDE_DIR}")
+               "NCCL: ${STRATA_NCCL_INCLUDE_DIR} ${STRATA_NCCL_LIBRARY}; cuDNN headers: ${STRATA_CUDNN_INCLUDE_DIR}")

@@ -8,7 +8,9 @@
 # (nvcc, cudart, cuBLAS, CUB). It configures with -DSTRATA_GPU_ONLY=ON: the kernel layer,
 # its tests and the benchmark include nothing but the standard library, CUDA and strata's
 # own headers, so MPI, Boost, fmt and Catch2 need not be installed, and nothing has to be
-# bundled or fetched on a machine without a package registry.
+# bundled or fetched on a machine without a package registry. Where NCCL is installed
+# (nccl.h and libnccl next to the toolkit), the nccl backend's one-rank test (gpu.nccl)
+# is built and run with the kernel tests; it needs no MPI either.
 #
 # Environment: STRATA_CUDA_ARCHITECTURES (default 90: H100/H200), BUILD_DIR (default
 # build-gpu-run), JOBS (default: all cores).
