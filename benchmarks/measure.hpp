@@ -16,7 +16,7 @@ namespace bench {
 struct no_update {
   struct state {};
   state make_state(std::size_t) const { return {}; }
-  void update(std::span<float>, std::span<const float>, state&, std::int64_t) const {}
+  void update(std::span<float>, std::span<const float>, state&, std::int64_t, std::size_t = 0) const {}
   static std::vector<strata::optim::named_state> tensors(state&) { return {}; }
 };
 

@@ -1,7 +1,8 @@
 // Per-step synchronization of a 1M x 64 fp32 embedding whose batches touch about 1% of the
 // rows (Zipf-distributed ids): strata's sparse parameter server (pull the rows a batch
-// needs, push their gradient rows, server-side SGD) against a dense all-reduce of the whole
-// table's gradient, which is what data parallelism without sparse support (DDP's default)
+// needs, push their gradient rows, server-side SGD) and strata's replicated sparse rows (an
+// all-gather of every rank's touched rows) against a dense all-reduce of the whole table's
+// gradient, which is what data parallelism without sparse support (DDP's default)
 // does. Interleaved, medians.
 //
 //   mpirun -np 2 ./sparse_sync
@@ -73,6 +74,12 @@ int main(int argc, char** argv) {
   auto dense_model = make_model(variable<Dense>("embedding", replica, dense_grad, {rows, width}));
   auto dense = make_executor(ctx, dense_model, bench::no_update{});
 
+  // The same table replicated, only the touched rows all-gathered.
+  using Gathered = Strategy<AllReduce<Ring>, SparseRows>;
+  std::vector<float> gathered_replica(rows * width, 0.01f);
+  auto gathered_model = make_model(variable<Gathered>("embedding", gathered_replica, {}, {rows, width}));
+  auto gathered = make_executor(ctx, gathered_model, bench::no_update{});
+
   // The batches are drawn before timing: drawing Zipf ids is the data loader's work.
   const zipf ids(rows, exponent);
   std::mt19937_64 engine(17 + static_cast<std::uint64_t>(ctx.rank()));
@@ -92,19 +99,26 @@ int main(int argc, char** argv) {
     ps.sparse_gradient(variable_id{0}, batch, gradient_rows);
     ps.step();
   };
+  auto gathered_step = [&] {
+    gathered.sparse_gradient(variable_id{0}, batches[next++ % batches.size()], gradient_rows);
+    gathered.step();
+  };
   auto dense_step = [&] { dense.step(); };
 
-  std::vector<bench::contender> contenders = {{"strata sparse PS", sparse_step}, {"dense all-reduce", dense_step}};
+  std::vector<bench::contender> contenders = {
+      {"strata sparse PS", sparse_step}, {"sparse all-gather", gathered_step}, {"dense all-reduce", dense_step}};
   bench::interleave(contenders, rounds, 1, [&] { ctx.control().barrier(); });
-  const double ps_ms = 1e3 * bench::median(contenders[0].seconds), dense_ms = 1e3 * bench::median(contenders[1].seconds);
+  const double ps_ms = 1e3 * bench::median(contenders[0].seconds), gathered_ms = 1e3 * bench::median(contenders[1].seconds),
+               dense_ms = 1e3 * bench::median(contenders[2].seconds);
   if (ctx.rank() == 0) {
     fmt::print("embedding {} x {} fp32 ({:.0f} MiB); {} ranks; {} Zipf({}) ids per rank and step touch {:.0f} rows ({:.2f}%); "
                "medians of {} rounds\n",
                rows, width, static_cast<double>(rows * width * 4) / (1 << 20), ctx.size(), draws, exponent, touched,
                100.0 * touched / static_cast<double>(rows), rounds);
     for (const auto& c : contenders) fmt::print("  {:<20} {:9.2f} ms\n", c.name, 1e3 * bench::median(c.seconds));
-    fmt::print("summary: ranks={} rows={} width={} touched_fraction={:.4f} sparse_ps_ms={:.2f} dense_allreduce_ms={:.2f} "
-               "speedup={:.1f} (target >= 20)\n",
-               ctx.size(), rows, width, touched / static_cast<double>(rows), ps_ms, dense_ms, dense_ms / ps_ms);
+    fmt::print("summary: ranks={} rows={} width={} touched_fraction={:.4f} sparse_ps_ms={:.2f} sparse_allgather_ms={:.2f} "
+               "dense_allreduce_ms={:.2f} speedup={:.1f} (target >= 20) allgather_speedup={:.1f}\n",
+               ctx.size(), rows, width, touched / static_cast<double>(rows), ps_ms, gathered_ms, dense_ms, dense_ms / ps_ms,
+               dense_ms / gathered_ms);
   }
 }

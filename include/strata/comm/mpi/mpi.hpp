@@ -134,6 +134,12 @@ class communicator {
   }
 
   void wait(request& r) { check(MPI_Wait(&r.handle, MPI_STATUS_IGNORE), "MPI_Wait", rank_); }
+  /// Whether `r` has completed (then it is as if waited for); never blocks.
+  bool test(request& r) {
+    int done = 0;
+    check(MPI_Test(&r.handle, &done, MPI_STATUS_IGNORE), "MPI_Test", rank_);
+    return done != 0;
+  }
 
   /// Whether a message from `source` with `tag` is waiting, without receiving it.
   bool iprobe(int source, int tag) {

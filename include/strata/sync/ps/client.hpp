@@ -14,6 +14,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -142,6 +143,8 @@ class client {
       } else if (std::chrono::steady_clock::now() > deadline) {
         throw no_reply(fmt::format("the wait for the parameter server on rank{} {} to answer for {}", hosts_owing().size() > 1 ? "s" : "",
                                    fmt::join(hosts_owing(), ", "), describe_expected()));
+      } else if (outbox_.sending(*comm_)) {
+        std::this_thread::yield();  // no sleep while pushes are still moving: they move only while we call in
       } else {
         idle.pause();
       }

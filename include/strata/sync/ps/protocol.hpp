@@ -72,6 +72,26 @@ std::span<const std::byte> bytes_of(const T& value) {
   return std::as_bytes(std::span<const T>(&value, 1));
 }
 
+/// A backend that can tell whether a request has completed without blocking (MPI_Test).
+template <class C>
+concept Testable = Communicator<C> && requires(C& c, typename C::request& r) {
+  { c.test(r) } -> std::same_as<bool>;
+};
+
+/// Waits for `r` by testing it, yielding, then sleeping, never inside a blocking call of the
+/// backend: OpenMPI's blocking waits spin, and when the launcher binds a rank to one core
+/// (mpirun does for up to 2 ranks) a spinning worker starves the server thread it waits
+/// for, or the other way round, for whole scheduler time slices.
+template <Communicator C>
+void finish(C& comm, typename C::request& r) {
+  if constexpr (Testable<C>) {
+    backoff idle;
+    while (!comm.test(r)) idle.pause();
+  } else {
+    comm.wait(r);
+  }
+}
+
 /// Messages sent and not yet known to be complete: their headers live here, their payloads
 /// with the caller until wait_all().
 template <Communicator C>
@@ -84,8 +104,16 @@ class outbox {
     requests_.push_back(comm.isend(std::span<const std::byte>(stored), dest, header_tag));
     if (!payload.empty()) requests_.push_back(comm.isend(payload, dest, payload_tag));
   }
+  /// Whether a send is still in progress. Large messages move only while the sender calls
+  /// into the backend (MPI's rendezvous protocol), so a sender must not sleep until this is
+  /// false. Backends without `test` complete sends at once.
+  bool sending(C& comm) {
+    if constexpr (Testable<C>)
+      return !std::ranges::all_of(requests_, [&](typename C::request& r) { return comm.test(r); });
+    else return false;
+  }
   void wait_all(C& comm) {
-    for (auto& request : requests_) comm.wait(request);
+    for (auto& request : requests_) finish(comm, request);
     requests_.clear();
     headers_.clear();
   }
@@ -95,11 +123,11 @@ class outbox {
   std::vector<typename C::request> requests_;
 };
 
-/// Receives a message already known to be waiting (blocking until it is complete).
+/// Receives a message already known to be waiting (returning when it is complete).
 template <Communicator C>
 void receive(C& comm, int source, int tag, std::span<std::byte> into) {
   auto request = comm.irecv(into, source, tag);
-  comm.wait(request);
+  finish(comm, request);
 }
 
 }  // namespace strata::sync::ps

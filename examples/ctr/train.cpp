@@ -1,0 +1,141 @@
+// Trains the Wide&Deep student on synthetic click data over MPI ranks with strata, and
+// checks the held-out AUC against the planted model's own:
+//
+//   mpirun -np 2 ./ctr_train                                  # Parallax: MLP all-reduced, tables on the PS
+//   mpirun -np 4 ./ctr_train --builder ps --consistency ssp:3 # everything on the PS, bounded staleness
+//   mpirun -np 2 ./ctr_train --builder allreduce              # everything replicated (tables: all-gathered rows)
+//
+// A progress line per epoch (loss, held-out AUC, samples/s), then a `summary:` line; exits
+// non-zero when the AUC ends more than --max-auc-gap below the planted AUC.
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "distributed.hpp"
+
+namespace {
+
+struct options {
+  std::string builder = "parallax";
+  std::string consistency = "bsp";
+  int epochs = 4;
+  long steps_per_epoch = 750;
+  std::size_t held_out = 100'000;
+  double max_auc_gap = 0.02;
+  double straggler_factor = 5.0;
+  ctr::distributed_options run;
+};
+
+// Calls f with the builder type that `builder` and `consistency` name.
+template <class F>
+void with_builder(const std::string& builder, const std::string& consistency, F&& f) {
+  using namespace strata;
+  const std::map<std::string, int> builder_index = {{"parallax", 0}, {"ps", 1}, {"allreduce", 2}};
+  if (!builder_index.contains(builder))
+    throw std::invalid_argument(fmt::format("--builder \"{}\": choose parallax, ps or allreduce", builder));
+  const int b = builder_index.at(builder);
+  if (b == 2) {
+    if (consistency != "bsp")
+      throw std::invalid_argument(fmt::format("--consistency {}: --builder allreduce has no servers, so only bsp applies",
+                                              consistency));
+    return f(std::type_identity<builder::AllReduce<Ring>>{});
+  }
+  auto pick = [&]<class C>(std::type_identity<C>) {
+    if (b == 0) f(std::type_identity<builder::Parallax<Ring, C>>{});
+    else f(std::type_identity<builder::PartitionedPS<C>>{});
+  };
+  if (consistency == "bsp") pick(std::type_identity<Consistency<BSP>>{});
+  else if (consistency == "asp") pick(std::type_identity<Consistency<ASP>>{});
+  else if (consistency == "ssp:1") pick(std::type_identity<Consistency<SSP<1>>>{});
+  else if (consistency == "ssp:3") pick(std::type_identity<Consistency<SSP<3>>>{});
+  else throw std::invalid_argument(fmt::format("--consistency \"{}\": choose bsp, asp, ssp:1 or ssp:3", consistency));
+}
+
+int train(strata::mpi::context& ctx, options o) {
+  const auto start = std::chrono::steady_clock::now();
+  const ctr::generator data(ctr::data_config{.table_rows = ctr::table_rows, .seed = o.run.seed});
+  const ctr::batch held_out = ctx.rank() == 0 ? data.held_out(o.held_out) : ctr::batch{};
+  const double planted_auc = ctx.rank() == 0 ? ctr::auc(held_out.planted_probability, held_out.labels) : 0.0;
+  o.run.updates = o.epochs * o.steps_per_epoch;
+  o.run.updates_per_epoch = o.steps_per_epoch;
+  if (o.run.global_batch % static_cast<std::size_t>(ctx.size()) != 0)
+    throw std::invalid_argument(fmt::format("--batch {} does not split evenly over {} ranks", o.run.global_batch, ctx.size()));
+
+  ctr::distributed_result result;
+  with_builder(o.builder, o.consistency, [&]<class B>(std::type_identity<B>) {
+    if (o.run.straggler_probability > 0) {
+      // Stragglers are delayed by a multiple of a normal update, measured on a short run first.
+      ctr::distributed_options probe = o.run;
+      probe.updates = probe.updates_per_epoch = 20;
+      probe.straggler_probability = 0.0;
+      const auto probe_result = ctr::train_distributed<B>(ctx, data, {}, probe);
+      o.run.straggler_delay = o.straggler_factor * std::chrono::duration<double>(probe_result.train_seconds / 20.0);
+    }
+    if (ctx.rank() == 0)
+      fmt::print("ctr: {} ranks, builder {}, consistency {}, global batch {}, {} epochs of {} updates, planted AUC {:.4f}{}\n",
+                 ctx.size(), o.builder, o.consistency, o.run.global_batch, o.epochs, o.steps_per_epoch, planted_auc,
+                 o.run.straggler_probability > 0
+                     ? fmt::format(", stragglers p={} delayed {:.1f} ms", o.run.straggler_probability,
+                                   1e3 * o.run.straggler_delay.count())
+                     : std::string());
+    std::fflush(stdout);
+    result = ctr::train_distributed<B>(ctx, data, held_out, o.run, [](const ctr::epoch_report& r) {
+      fmt::print("epoch {}  loss {:.4f}  auc {:.4f}  samples/s {:.0f}  ({:.2f} s)\n", r.epoch, r.loss, r.auc,
+                 r.samples_per_second, r.seconds);
+      std::fflush(stdout);
+    });
+  });
+  if (ctx.rank() != 0) return 0;
+  fmt::print("strategies: {}\n", fmt::join(result.strategies, "; "));
+  const double samples = static_cast<double>(result.updates) * static_cast<double>(o.run.global_batch);
+  fmt::print("summary: ranks={} builder={} consistency={} planted_auc={:.4f} auc={:.4f} gap={:.4f} updates={} "
+             "samples_per_second={:.0f} train_seconds={:.2f} total_seconds={:.2f}\n",
+             ctx.size(), o.builder, o.consistency, planted_auc, result.auc, planted_auc - result.auc, result.updates,
+             samples / result.train_seconds, result.train_seconds, ctr::detail::seconds_since(start));
+  if (planted_auc - result.auc > o.max_auc_gap) {
+    fmt::print(stderr, "held-out AUC {:.4f} is more than --max-auc-gap {:.4f} below the planted model's {:.4f}\n", result.auc,
+               o.max_auc_gap, planted_auc);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  strata::mpi::context ctx(argc, argv);
+  openblas_set_num_threads(1);  // one core per rank: ranks are the parallelism
+  options o;
+  CLI::App app{"Wide&Deep CTR model on synthetic data, trained over MPI ranks with strata"};
+  app.add_option("--builder", o.builder, "parallax (MLP all-reduced, tables on the PS), ps (everything on the PS, "
+                                         "partitioned) or allreduce (everything replicated)");
+  app.add_option("--consistency", o.consistency, "of the parameter-server variables: bsp, asp, ssp:1 or ssp:3");
+  app.add_option("--epochs", o.epochs)->check(CLI::PositiveNumber);
+  app.add_option("--steps-per-epoch", o.steps_per_epoch, "updates between held-out evaluations")->check(CLI::PositiveNumber);
+  app.add_option("--batch", o.run.global_batch, "global batch, split over ranks")->check(CLI::PositiveNumber);
+  app.add_option("--held-out", o.held_out, "held-out samples for AUC")->check(CLI::PositiveNumber);
+  app.add_option("--embedding-lr", o.run.embedding_lr, "Adagrad learning rate of the sparse tables");
+  app.add_option("--dense-lr", o.run.dense_lr, "Adam learning rate of the MLP");
+  app.add_option("--seed", o.run.seed, "seeds the data, the planted model and the student");
+  app.add_option("--max-auc-gap", o.max_auc_gap, "exit non-zero if the held-out AUC ends further below the planted AUC");
+  app.add_option("--straggler-probability", o.run.straggler_probability,
+                 "delay each rank's update with this probability (transient stragglers)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--straggler-factor", o.straggler_factor, "a straggler's delay, in normal update times")
+      ->check(CLI::PositiveNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return ctx.rank() == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 1);
+  }
+  try {
+    return train(ctx, o);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "ctr_train (rank {}): {}\n", ctx.rank(), e.what());
+    return 1;
+  }
+}
