@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 #include <thread>
+#include <time.h>
 #include <vector>
 
 #include "conformance/cases.hpp"
@@ -155,6 +156,36 @@ void dense_and_sparse_optimizers_by_variable(Context& ctx) {
     expect(close(r[i], sparse_reference[i]), "rank {}: replicated r[{}] = {}, Adagrad gives {}", rank, i, r[i],
            sparse_reference[i]);
   }
+}
+
+/// A worker held back by SSP sleeps: rank 0 runs ahead until SSP<1> blocks it while the last
+/// rank stalls for 0.4 s. Returns rank 0's share of one core over that blocked step (its
+/// thread's CPU time over the step's wall time); 0 on the other ranks.
+template <CommContext Context>
+double blocked_worker_cpu_share(Context& ctx) {
+  const int ranks = ctx.collectives().size(), rank = ctx.collectives().rank();
+  std::vector<float> w(64, 0.0f), gw(64, 1.0f);
+  auto m = make_model(variable<Strategy<PS<1>, Consistency<SSP<1>>>>("w", w, gw, {64}));
+  auto exec = make_executor(ctx, m, optim::sgd{.lr = 0.01f});
+  exec.step();  // update 1: every rank's first push is in before anyone's update 2 pulls
+  if (rank == ranks - 1) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  exec.step();  // update 2 pulls at clock 2: needs every rank's first push only
+  if (rank != 0) {
+    exec.step();
+    return 0.0;
+  }
+  auto thread_cpu = [] {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  };
+  const double cpu_before = thread_cpu();
+  const auto wall_before = std::chrono::steady_clock::now();
+  exec.step();  // update 3 pulls at clock 3: waits for the stalled rank's second push
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_before).count();
+  const double share = (thread_cpu() - cpu_before) / wall;
+  expect(ranks == 1 || wall > 0.1, "rank 0's update 3 took {:.3f} s: it should have waited for the stalled rank", wall);
+  return share;
 }
 
 /// PS under BSP trains to the same parameters as all-reduce on the same data.

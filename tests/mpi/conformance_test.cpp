@@ -121,6 +121,13 @@ TEST_CASE("mpi: every SSP read is within its staleness bound under random delays
   CHECK(lag <= 2);
 }
 
+TEST_CASE("mpi: a worker blocked by SSP sleeps instead of spinning in MPI", "[mpi][ps]") {
+  double share = 1.0;
+  CHECK_NOTHROW(share = conformance::blocked_worker_cpu_share(*context));
+  INFO("rank " << context->rank() << " used " << share << " of a core while blocked");
+  CHECK(share < 0.1);
+}
+
 TEST_CASE("mpi: ranks that declare different models fail on every rank, naming the ranks", "[mpi][reliability]") {
   std::vector<float> w(12), g(12);
   const bool odd_one_out = context->rank() == context->size() - 1;

@@ -1,6 +1,8 @@
 // The parameter server on loopback ranks: placement, push/pull over uneven shards,
 // server-side optimizers, sparse rows, BSP against all-reduce, the SSP bound and its
 // checker, and the errors of bad requests and silent servers.
+#include <atomic>
+
 #include <catch2/catch.hpp>
 
 #include "conformance/ps_cases.hpp"
@@ -111,6 +113,15 @@ TEST_CASE("every SSP read is within its staleness bound, under random delays", "
   CHECK_NOTHROW(loopback::run(3, [](loopback::context& ctx) {
     conformance::staleness_bound_holds<conformance::PSSparse, 0>(ctx, 5, 20);
   }));
+}
+
+TEST_CASE("a worker blocked by SSP sleeps instead of spinning", "[ps][ssp]") {
+  std::atomic<double> share{1.0};
+  CHECK_NOTHROW(loopback::run(3, [&](loopback::context& ctx) {
+    const double mine = conformance::blocked_worker_cpu_share(ctx);
+    if (ctx.collectives().rank() == 0) share = mine;
+  }));
+  CHECK(share.load() < 0.1);
 }
 
 TEST_CASE("the SSP checker rejects a worker S+1 clocks ahead", "[ps][ssp]") {
