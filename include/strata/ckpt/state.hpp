@@ -16,6 +16,10 @@ enum class sharing {
   /// The same on every rank (parameters, optimizer state of data-parallel variables):
   /// saved as one slice per rank, in parallel; every rank restores the whole tensor.
   replicated,
+  /// A range of the tensor that this rank owns (a parameter-server shard: its values and
+  /// optimizer state): saved as it is; restored from whichever saved slices intersect the
+  /// range, so a tensor saved replicated, or sharded differently, restores into it.
+  sharded,
   /// Each rank's own, meaningful as a sum over ranks (error-feedback residuals): restored
   /// unchanged into the same world size; into another, rank r receives the sum of what the
   /// old ranks q with q mod new_size == r held, so the total carried forward is preserved.
@@ -26,10 +30,11 @@ struct tensor_state {
   std::string name;
   std::vector<std::size_t> shape;  // full logical shape
   sharing how = sharing::replicated;
-  std::span<float> data;
+  std::span<float> data;  ///< the whole tensor; sharded: elements [begin, begin + data.size())
   /// Absent from a checkpoint is acceptable: the owner keeps its fresh value (PowerSGD's
   /// warm start, whose layout depends on the partitioning).
   bool optional = false;
+  std::size_t begin = 0;  ///< sharded only
 };
 
 /// The tensors of one executor, plus what must happen after they were filled.

@@ -148,6 +148,8 @@ class store {
           const auto [begin, end] = detail::even_part(t.data.size(), comm.size(), comm.rank());
           r.begin = begin;
           data = data.subspan(begin, end - begin);
+        } else if (t.how == sharing::sharded) {
+          r.begin = t.begin;
         } else {
           r.kind = record_kind::rank_local;
         }
@@ -315,13 +317,15 @@ class store {
     return result;
   }
 
-  /// Fills one tensor from the records: a replicated tensor from the slices that cover it,
-  /// a rank-local one from the old ranks that map to this rank.
+  /// Fills one tensor from the records: a replicated tensor, or a sharded range of one, from
+  /// the slices that intersect it; a rank-local one from the old ranks that map to this rank.
   static void fill(const tensor_state& t, const std::vector<record>& records, int rank, int size,
                    const std::filesystem::path& folder) {
     const std::vector<std::uint64_t> shape = detail::to_u64(t.shape);
     std::size_t found = 0;
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> slices;  // [begin, end) of each replicated slice
+    // The elements this rank fills: the whole tensor, or its shard's range.
+    const std::uint64_t first = t.how == sharing::sharded ? t.begin : 0, last = first + t.data.size();
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> slices;  // [begin, end) of each slice's part in range
     if (t.how == sharing::rank_local) std::ranges::fill(t.data, 0.0f);
     for (const record& r : records) {
       if (r.kind == record_kind::blob || r.name != t.name) continue;
@@ -330,11 +334,18 @@ class store {
                                            "into a model with the same variables",
                                            folder.string(), t.name, fmt::join(r.shape, ","), fmt::join(shape, ",")));
       ++found;
+      if (t.how != sharing::rank_local) {
+        const std::uint64_t from = std::max(first, r.begin), to = std::min(last, r.begin + r.count);
+        if (from >= to) continue;
+        const std::vector<float> values = r.floats();
+        std::copy(values.begin() + static_cast<std::ptrdiff_t>(from - r.begin),
+                  values.begin() + static_cast<std::ptrdiff_t>(to - r.begin),
+                  t.data.begin() + static_cast<std::ptrdiff_t>(from - first));
+        slices.emplace_back(from, to);
+        continue;
+      }
       const std::vector<float> values = r.floats();
-      if (t.how == sharing::replicated) {
-        std::ranges::copy(values, t.data.begin() + static_cast<std::ptrdiff_t>(r.begin));
-        slices.emplace_back(r.begin, r.begin + r.count);
-      } else if (static_cast<int>(r.source_rank % static_cast<std::uint32_t>(size)) == rank) {
+      if (static_cast<int>(r.source_rank % static_cast<std::uint32_t>(size)) == rank) {
         for (std::size_t i = 0; i < values.size(); ++i) t.data[i] += values[i];
       }
     }
@@ -342,16 +353,16 @@ class store {
     if (found == 0)
       throw checkpoint_error(fmt::format("checkpoint {} has no \"{}\"; it was saved from a different model", folder.string(),
                                          t.name));
-    if (t.how == sharing::replicated) {
+    if (t.how != sharing::rank_local) {
       std::ranges::sort(slices);
-      std::uint64_t end = 0;
+      std::uint64_t end = first;
       for (const auto& [b, e] : slices)
         if (b == end) end = e;
         else break;
-      if (end != t.data.size())
-        throw checkpoint_error(fmt::format("checkpoint {} does not cover \"{}\" exactly once with its slices (element {} of {} "
-                                           "is missing or written twice)",
-                                           folder.string(), t.name, end, t.data.size()));
+      if (end != last)
+        throw checkpoint_error(fmt::format("checkpoint {} does not cover \"{}\" exactly once with its slices (element {} of "
+                                           "[{}, {}) is missing or written twice)",
+                                           folder.string(), t.name, end, first, last));
     }
   }
 

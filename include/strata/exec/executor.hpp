@@ -100,7 +100,7 @@ class executor<Context, model<Strategies...>, O> {
       verify_signature(context.control(), model_signature(m.variables(), context.control().size()));
       sync::synchronizer_resources<comm_type, O> resources{
           m.variables(), context.collectives(), *thread_, optimizer_,
-          {options_.buckets, options_.allreduce, options_.compression}};
+          {options_.buckets, options_.allreduce, options_.compression}, options_.timeout};
       if constexpr (has_parameter_server) {
         ps_ = std::make_unique<ps_service>(context.parameter_server(), m.variables());
         resources.parameter_server = ps_.get();
@@ -211,9 +211,15 @@ class executor<Context, model<Strategies...>, O> {
 
   /// Everything a checkpoint keeps of this executor's variables (parameters, optimizer
   /// state, error-feedback residuals, codec state), as tensors that restore fills in place.
+  /// Parameter-server variables contribute the shards this rank hosts, read from the servers
+  /// once every rank's pushes so far are applied: call it on every rank (saves do).
   ckpt::state_set state() {
     ckpt::state_set set;
-    std::apply([&](auto&... s) { (s.collect_state(set), ...); }, *synchronizers_);
+    try {
+      std::apply([&](auto&... s) { (s.collect_state(set), ...); }, *synchronizers_);
+    } catch (const sync::stalled& stall) {
+      give_up(fmt::format("collecting the state of update {}: {}", updates_, stall.what()));
+    }
     return set;
   }
 
@@ -236,7 +242,10 @@ class executor<Context, model<Strategies...>, O> {
     std::optional<ckpt::restored_checkpoint> restored;
     within_deadline(fmt::format("restoring a checkpoint from {}", store.directory().string()),
                     [&] { restored = store.restore_latest(context_->control(), tensors); });
-    if (restored) updates_ = restored->step;
+    if (restored) {
+      updates_ = restored->step;
+      if constexpr (has_parameter_server) restore_parameter_servers();
+    }
     return restored;
   }
 
@@ -252,6 +261,23 @@ class executor<Context, model<Strategies...>, O> {
     std::vector<std::size_t> ids;
     for (variable_id id : m.template ids_of<S>()) ids.push_back(id.index);
     return {resources, ids};
+  }
+
+  // The servers get the restored shards and every worker's clock; once all have them (a
+  // barrier), dense PS variables fetch their values.
+  void restore_parameter_servers() {
+    within_deadline("handing the restored checkpoint to the parameter servers", [&] {
+      const auto deadline = std::chrono::steady_clock::now() +
+                            std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
+      auto each = [&](auto&& f) { std::apply([&](auto&... s) { (f(s), ...); }, *synchronizers_); };
+      each([&](auto& s) {
+        if constexpr (requires { s.restore_servers(updates_, deadline); }) s.restore_servers(updates_, deadline);
+      });
+      context_->control().barrier();
+      each([&](auto& s) {
+        if constexpr (requires { s.refresh(deadline); }) s.refresh(deadline);
+      });
+    });
   }
 
   std::size_t count_before(std::size_t i) const {

@@ -40,7 +40,8 @@ class ps_synchronizer {
   /// Broadcasts rank 0's initial values, as data parallelism does, so that the servers
   /// start from them wherever the shards are placed.
   ps_synchronizer(const synchronizer_resources<C, O>& resources, const std::vector<std::size_t>& ids)
-      : service_(resources.parameter_server), optimizer_(&resources.optimizer) {
+      : service_(resources.parameter_server), optimizer_(&resources.optimizer), rank_(resources.collectives.rank()),
+        timeout_(std::chrono::duration_cast<std::chrono::steady_clock::duration>(resources.timeout)) {
     for (std::size_t id : ids) {
       variables_.push_back(resources.model_variables[id]);
       plan_index_.push_back(service_->index_of(id));
@@ -66,10 +67,11 @@ class ps_synchronizer {
         service_->worker().pull_dense(plan_index_[k], variables_[k].param, static_cast<std::uint64_t>(m.update));
   }
 
-  sync_stats wait(micro_step, std::optional<std::string>&, std::chrono::steady_clock::time_point deadline) {
+  sync_stats wait(micro_step m, std::optional<std::string>&, std::chrono::steady_clock::time_point deadline) {
     const auto start = std::chrono::steady_clock::now();
     complete(deadline);
     pushed_.assign(variables_.size(), false);
+    completed_ = m.update;
     sync_stats stats;
     stats.wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return stats;
@@ -101,11 +103,52 @@ class ps_synchronizer {
     complete(deadline);
   }
 
-  /// Checkpoints of server-side state are not written yet: say so rather than save a copy
-  /// that would not restore the optimizer state.
-  void collect_state(ckpt::state_set&) {
-    throw usage_error(fmt::format("checkpoints of parameter-server variables (\"{}\", {}) are not supported yet",
-                                  variables_.front().name, strategy_name<S>()));
+  /// The values and optimizer state of the shards this rank hosts, as sharded tensors named
+  /// as data parallelism names them ("w", "w/exp_avg"), so a restore intersects ranges: any
+  /// world size, shard layout or replicated strategy restores them. Taken at a consistent
+  /// cut, once every worker's pushes of the updates completed so far are applied. A worker's
+  /// own copy (dense values, a sparse table's rows) is a cache and is not saved.
+  void collect_state(ckpt::state_set& set) {
+    snapshots_.clear();
+    const ps::plan& plan = service_->layout();
+    for (std::size_t k = 0; k < variables_.size(); ++k) {
+      const ps::variable_plan& var = plan.variables[plan_index_[k]];
+      auto names_of = make_state_for(*optimizer_, 0, sparse ? optim::gradient_form::sparse_rows : optim::gradient_form::dense);
+      const std::vector<optim::named_state> state = O::tensors(names_of);
+      for (std::size_t j = 0; j < var.shards.size(); ++j) {
+        const ps::shard_plan& shard = var.shards[j];
+        if (shard.host != rank_) continue;
+        const std::span<float> buffer = set.scratch(shard.elements * (1 + state.size()));
+        service_->worker().snapshot(plan_index_[k], j, buffer, static_cast<std::uint64_t>(completed_));
+        snapshots_.push_back({plan_index_[k], j, buffer});
+        std::size_t at = 0;  // of this block within the shard
+        for (const element_range& r : shard.blocks) {
+          for (std::size_t t = 0; t <= state.size(); ++t)
+            set.add({t == 0 ? var.binding.name : fmt::format("{}/{}", var.binding.name, state[t - 1].name), var.binding.shape,
+                     ckpt::sharing::sharded, buffer.subspan(t * shard.elements + at, r.size), false, r.offset});
+          at += r.size;
+        }
+      }
+    }
+    complete(std::chrono::steady_clock::now() + timeout_);
+  }
+
+  /// After a restore filled the buffers of the last collect_state(): hands every hosted shard
+  /// its values and state, with every worker's clock set to `update`.
+  void restore_servers(std::int64_t update, std::chrono::steady_clock::time_point deadline) {
+    for (const snapshot& s : snapshots_)
+      service_->worker().restore(s.variable, s.shard, s.buffer, static_cast<std::uint64_t>(update));
+    complete(deadline);
+    completed_ = update;
+  }
+
+  /// Once every rank's servers are restored: dense variables fetch their restored values.
+  void refresh(std::chrono::steady_clock::time_point deadline) {
+    if constexpr (!sparse) {
+      for (std::size_t k = 0; k < variables_.size(); ++k)
+        service_->worker().pull_dense(plan_index_[k], variables_[k].param, static_cast<std::uint64_t>(completed_));
+      complete(deadline);
+    }
   }
 
   std::span<const variable_binding> variables() const { return variables_; }
@@ -136,8 +179,17 @@ class ps_synchronizer {
     }
   }
 
+  struct snapshot {
+    std::size_t variable, shard;  // in the plan
+    std::span<float> buffer;      // values, then each optimizer state tensor
+  };
+
   ps::service<C, O>* service_;
   const O* optimizer_;
+  int rank_;
+  std::chrono::steady_clock::duration timeout_;
+  std::int64_t completed_ = 0;       // updates this worker completed
+  std::vector<snapshot> snapshots_;  // of the last collect_state; they live in its state_set
   std::vector<variable_binding> variables_;
   std::vector<std::size_t> plan_index_;
   std::vector<bool> pushed_;

@@ -1,6 +1,7 @@
 #pragma once
 // What an executor hands each of its synchronizers: the model's variables, the
 // communicators, the communication thread, the optimizer and the options.
+#include <chrono>
 #include <span>
 
 #include "strata/comm/communicator.hpp"
@@ -30,6 +31,7 @@ struct synchronizer_resources {
   comm_thread& thread;
   const O& optimizer;  // the executor's, as the user last set it
   dense_allreduce_options dense;
+  std::chrono::duration<double> timeout{300.0};  // the executor's: how long a wait may take
   ps::service<C, O>* parameter_server = nullptr;  // the model has no PS variables: none
 };
 

@@ -126,6 +126,21 @@ class client {
     }
   }
 
+  /// Asks for shard `k` of variable `v`: its values, then each optimizer state tensor, into
+  /// `into`, once every worker's first `clock` pushes are applied (a checkpoint's cut).
+  void snapshot(std::size_t v, std::size_t k, std::span<float> into, std::uint64_t clock) {
+    expect(v, k, {into, {}, clock, true});
+    send(plan_->variables[v].shards[k].host, {.kind = op::snapshot, .variable = u32(v), .shard = u32(k), .clock = clock}, {});
+  }
+
+  /// Replaces shard `k` of variable `v` with `from` (laid out as snapshot() returns it) and
+  /// sets every worker's clock there to `clock`. `from` must stay untouched until complete().
+  void restore(std::size_t v, std::size_t k, std::span<const float> from, std::uint64_t clock) {
+    expect(v, k, {{}, {}, clock, true});
+    send(plan_->variables[v].shards[k].host, {.kind = op::restore, .variable = u32(v), .shard = u32(k), .clock = clock},
+         std::as_bytes(from));
+  }
+
   /// Receives every expected reply, probing all servers that owe one, until `deadline`;
   /// throws no_reply naming the servers still silent, or usage_error with a server's
   /// rejection. Completes the sends too.
@@ -168,6 +183,7 @@ class client {
     std::span<float> memory;           // the variable (dense) or its table (sparse)
     std::vector<std::uint32_t> rows;   // sparse: the rows asked for
     std::uint64_t clock = 0;
+    bool whole = false;  // snapshot: the reply's values are copied into memory as they come
   };
 
   static std::uint32_t u32(std::size_t x) { return static_cast<std::uint32_t>(x); }
@@ -227,7 +243,13 @@ class client {
     const std::size_t workers = static_cast<std::size_t>(comm_->size());
     const auto* values = reinterpret_cast<const float*>(payload.data() + workers * sizeof(std::uint64_t));
     destination& d = at->second;
-    if (d.rows.empty()) {
+    if (d.whole) {
+      if (payload.size() != workers * sizeof(std::uint64_t) + d.memory.size_bytes())
+        throw comm_error(fmt::format("rank {}: a snapshot of \"{}\" shard {} of {} bytes where {} were expected", comm_->rank(),
+                                     var.binding.name, header.shard, payload.size(),
+                                     workers * sizeof(std::uint64_t) + d.memory.size_bytes()));
+      std::memcpy(d.memory.data(), values, d.memory.size_bytes());
+    } else if (d.rows.empty()) {
       for (const element_range& r : shard.blocks) {
         std::memcpy(d.memory.data() + r.offset, values, r.size * sizeof(float));
         values += r.size;

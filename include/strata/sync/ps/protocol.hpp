@@ -24,7 +24,10 @@
 
 namespace strata::sync::ps {
 
-enum class op : std::uint32_t { push_dense, push_sparse, pull_dense, pull_sparse, done };
+/// snapshot: the shard's values and optimizer state once every worker's first `clock` pushes
+/// are applied (a checkpoint's consistent cut); restore: replace them and set every worker's
+/// clock to `clock` (answered with the clocks only, once done).
+enum class op : std::uint32_t { push_dense, push_sparse, pull_dense, pull_sparse, done, snapshot, restore };
 
 struct request_header {
   op kind = op::done;

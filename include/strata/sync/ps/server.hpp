@@ -88,6 +88,7 @@ class server {
     int worker;
     std::uint64_t clock;
     std::vector<std::uint32_t> rows;  // sparse pulls
+    bool snapshot = false;            // values and optimizer state, at a BSP cut
   };
   /// The pushes of one clock under BSP, until every worker's has arrived.
   struct gathering {
@@ -141,7 +142,9 @@ class server {
         case op::push_dense:
         case op::push_sparse: push(shard, worker, header, payload); break;
         case op::pull_dense:
-        case op::pull_sparse: pull(shard, worker, header, payload); break;
+        case op::pull_sparse:
+        case op::snapshot: pull(shard, worker, header, payload); break;
+        case op::restore: restore(shard, worker, header, payload); break;
         default: throw usage_error(fmt::format("unknown request kind {}", static_cast<std::uint32_t>(header.kind)));
       }
     } catch (const std::exception& e) {
@@ -149,7 +152,7 @@ class server {
       // report it with the worker's next pull.
       errors_[worker] = fmt::format("the parameter server on rank {} rejected a request from rank {}: {}", comm_->rank(),
                                     worker, e.what());
-      if (header.kind == op::pull_dense || header.kind == op::pull_sparse) reply_error(worker, header);
+      if (header.kind != op::push_dense && header.kind != op::push_sparse) reply_error(worker, header);
     }
     return false;
   }
@@ -257,6 +260,7 @@ class server {
 
   bool admissible(const shard_state& shard, const pending_pull& pull) const {
     const std::uint64_t slowest = *std::min_element(shard.applied.begin(), shard.applied.end());
+    if (pull.snapshot) return slowest >= pull.clock;
     switch (shard.variable->strategy.consistency) {
       case consistency_kind::bsp: return slowest >= pull.clock;
       case consistency_kind::ssp: {
@@ -269,13 +273,40 @@ class server {
   }
 
   void pull(shard_state& shard, int worker, const request_header& header, std::span<const std::byte> payload) {
-    pending_pull p{worker, header.clock, {}};
+    pending_pull p{worker, header.clock, {}, header.kind == op::snapshot};
     if (header.kind == op::pull_sparse) {
       const auto rows = rows_in(shard, header, payload);
       p.rows.assign(rows.begin(), rows.end());
     }
     if (admissible(shard, p)) answer(shard, p);
     else shard.parked.push_back(std::move(p));
+  }
+
+  /// Replaces the shard's values and optimizer state (a checkpoint restored) and sets every
+  /// worker's clock to header.clock: the restored update count.
+  void restore(shard_state& shard, int worker, const request_header& header, std::span<const std::byte> payload) {
+    const std::vector<optim::named_state> state = O::tensors(shard.optimizer_state);
+    const std::size_t expected = shard.values.size() * (1 + state.size());
+    if (payload.size() != expected * sizeof(float))
+      throw usage_error(fmt::format("a restore of {} values for \"{}\" where {} were expected", payload.size() / sizeof(float),
+                                    shard.variable->binding.name, expected));
+    const float* in = reinterpret_cast<const float*>(payload.data());
+    std::copy_n(in, shard.values.size(), shard.values.begin());
+    in += shard.values.size();
+    for (const optim::named_state& t : state) {
+      std::copy_n(in, t.values.size(), t.values.begin());
+      in += t.values.size();
+    }
+    std::ranges::fill(shard.applied, header.clock);
+    // Applications so far: once per clock under BSP, once per push otherwise (Adam's step).
+    const bool bsp = shard.variable->strategy.consistency == consistency_kind::bsp;
+    shard.updates = static_cast<std::int64_t>(header.clock) * (bsp ? 1 : comm_->size());
+    shard.clocks.clear();
+    std::vector<std::byte>& ack = reply_;
+    ack.resize(shard.applied.size() * sizeof(std::uint64_t));
+    std::memcpy(ack.data(), shard.applied.data(), ack.size());
+    send_reply(worker, {.variable = variable_index(shard), .shard = shard_index(shard), .payload_bytes = ack.size()}, ack);
+    answer_parked(shard);
   }
 
   void answer_parked(shard_state& shard) {
@@ -287,19 +318,25 @@ class server {
   }
 
   /// Replies with the applied clocks, then the shard's values (dense) or the rows asked for.
-  void answer(const shard_state& shard, const pending_pull& p) {
+  void answer(shard_state& shard, const pending_pull& p) {
     if (auto error = errors_.find(p.worker); error != errors_.end()) {
       const std::string message = std::move(error->second);
       errors_.erase(error);
       return reply_error(p.worker, {.variable = variable_index(shard), .shard = shard_index(shard)}, message);
     }
     const std::size_t width = shard.variable->row_elements;
-    const std::size_t values = p.rows.empty() ? shard.values.size() : p.rows.size() * width;
+    const std::vector<optim::named_state> state = O::tensors(shard.optimizer_state);
+    const std::size_t values = p.snapshot ? shard.values.size() * (1 + state.size())
+                               : p.rows.empty() ? shard.values.size()
+                                                : p.rows.size() * width;
     std::vector<std::byte>& payload = reply_;  // reused: send_reply waits before returning
     payload.resize(shard.applied.size() * sizeof(std::uint64_t) + values * sizeof(float));
     std::memcpy(payload.data(), shard.applied.data(), shard.applied.size() * sizeof(std::uint64_t));
     float* out = reinterpret_cast<float*>(payload.data() + shard.applied.size() * sizeof(std::uint64_t));
-    if (p.rows.empty()) std::ranges::copy(shard.values, out);
+    if (p.snapshot) {
+      out = std::ranges::copy(shard.values, out).out;
+      for (const optim::named_state& t : state) out = std::ranges::copy(t.values, out).out;
+    } else if (p.rows.empty()) std::ranges::copy(shard.values, out);
     else
       for (std::size_t i = 0; i < p.rows.size(); ++i)
         std::copy_n(shard.values.begin() + static_cast<std::ptrdiff_t>((p.rows[i] - shard.plan->first_row) * width), width,
