@@ -158,6 +158,59 @@ void dense_and_sparse_optimizers_by_variable(Context& ctx) {
   }
 }
 
+/// Gradient accumulation on PS variables: three micro-batches per update (dense gradients,
+/// and sparse rows that repeat across micro-batches) update the servers as one batch of
+/// their mean would.
+template <CommContext Context>
+void ps_accumulation_equals_mean(Context& ctx) {
+  const int rank = ctx.collectives().rank();
+  constexpr int micro = 3;
+  auto dense_grad = [&](int j, int u, std::size_t i) { return static_cast<float>(static_cast<int>(i % 3) + j + u + rank); };
+  auto rows_of = [](int j) { return std::vector<std::uint32_t>{static_cast<std::uint32_t>(j), 5, 2}; };
+  auto run = [&](int accumulation) {
+    using Dense = Strategy<PS<2>, Partition<0>>;
+    std::vector<float> w(6 * 2, 1.0f), gw(6 * 2), table(8 * 2, 1.0f);
+    model_of<Dense, PSSparse> m;
+    m.add(variable<Dense>("w", w, gw, {6, 2}));
+    m.add(variable<PSSparse>("emb", table, {}, {8, 2}));
+    auto exec = make_executor(ctx, m, optim::sgd{.lr = 0.5f}, {.accumulation_steps = accumulation});
+    const variable_id emb{1};
+    for (int u = 0; u < 2; ++u) {
+      if (accumulation == 1) {  // one batch: the mean of the micro-batches
+        for (std::size_t i = 0; i < gw.size(); ++i)
+          gw[i] = (dense_grad(0, u, i) + dense_grad(1, u, i) + dense_grad(2, u, i)) * (1.0f / micro);
+        std::vector<std::uint32_t> rows;
+        std::vector<float> values;
+        for (int j = 0; j < micro; ++j)
+          for (std::uint32_t row : rows_of(j)) {
+            rows.push_back(row);
+            values.insert(values.end(), 2, static_cast<float>(j + 1) * (1.0f / micro));
+          }
+        exec.pull(emb, rows);
+        exec.sparse_gradient(emb, rows, values);
+        exec.step();
+        continue;
+      }
+      for (int j = 0; j < micro; ++j) {
+        for (std::size_t i = 0; i < gw.size(); ++i) gw[i] = dense_grad(j, u, i);
+        exec.pull(emb, rows_of(j));
+        exec.sparse_gradient(emb, rows_of(j), std::vector<float>(6, static_cast<float>(j + 1)));
+        const step_stats stats = exec.step();
+        expect(stats.updated == (j == micro - 1), "rank {}: micro-batch {} of update {} updated = {}", rank, j, u, stats.updated);
+      }
+    }
+    std::vector<std::uint32_t> all(8);
+    std::iota(all.begin(), all.end(), 0u);
+    exec.pull(emb, all);
+    w.insert(w.end(), table.begin(), table.end());
+    return w;
+  };
+  const std::vector<float> accumulated = run(micro), mean = run(1);
+  for (std::size_t i = 0; i < mean.size(); ++i)
+    expect(std::abs(accumulated[i] - mean[i]) <= 1e-5f * std::max(1.0f, std::abs(mean[i])),
+           "rank {}: value {} is {} with accumulation, {} with one batch of the mean", rank, i, accumulated[i], mean[i]);
+}
+
 /// A worker held back by SSP sleeps: rank 0 runs ahead until SSP<1> blocks it while the last
 /// rank stalls for 0.4 s. Returns rank 0's share of one core over that blocked step (its
 /// thread's CPU time over the step's wall time); 0 on the other ranks.

@@ -121,6 +121,10 @@ TEST_CASE("mpi: every SSP read is within its staleness bound under random delays
   CHECK(lag <= 2);
 }
 
+TEST_CASE("mpi: PS gradient accumulation updates as one batch of the mean", "[mpi][ps]") {
+  CHECK_NOTHROW(conformance::ps_accumulation_equals_mean(*context));
+}
+
 TEST_CASE("mpi: a worker blocked by SSP sleeps instead of spinning in MPI", "[mpi][ps]") {
   double share = 1.0;
   CHECK_NOTHROW(share = conformance::blocked_worker_cpu_share(*context));

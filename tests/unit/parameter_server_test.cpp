@@ -115,6 +115,10 @@ TEST_CASE("every SSP read is within its staleness bound, under random delays", "
   }));
 }
 
+TEST_CASE("PS gradient accumulation updates as one batch of the micro-batches' mean", "[ps][accumulation]") {
+  for (int ranks : {1, 3}) CHECK_NOTHROW(loopback::run(ranks, conformance::ps_accumulation_equals_mean<loopback::context>));
+}
+
 TEST_CASE("a worker blocked by SSP sleeps instead of spinning", "[ps][ssp]") {
   std::atomic<double> share{1.0};
   CHECK_NOTHROW(loopback::run(3, [&](loopback::context& ctx) {

@@ -173,10 +173,13 @@ class executor<Context, model<Strategies...>, O> {
   }
 
   /// Parameter-server variables with SparseRows: fetches `rows` of variable `v` into its
-  /// bound table before the batch that needs them, as fresh as its consistency requires
+  /// bound table before the (micro-)batch that needs them, as fresh as its consistency requires
   /// (blocks under BSP/SSP until the servers may answer). Rows may repeat.
   void pull(variable_id v, std::span<const std::uint32_t> rows) {
-    require_between_updates("pull");
+    if (overlapping_)
+      throw usage_error(fmt::format("pull(\"{}\") after grad_ready in the same micro-batch; pull the rows a micro-batch "
+                                    "reads before its backward",
+                                    (*model_)[v].name));
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
     visit_sparse(v, "pull", [&](auto& s, std::size_t local) {
@@ -188,8 +191,8 @@ class executor<Context, model<Strategies...>, O> {
     });
   }
 
-  /// Parameter-server variables with SparseRows: this update's gradient of variable `v` as
-  /// rows (they may repeat: their values add) and their values, row after row. A variable
+  /// Parameter-server variables with SparseRows: this micro-batch's gradient of variable `v`
+  /// as rows (they may repeat: their values add) and their values, row after row. A variable
   /// given no rows pushes none (its servers still hear that this worker's update is done).
   void sparse_gradient(variable_id v, std::span<const std::uint32_t> rows, std::span<const float> values) {
     visit_sparse(v, "sparse_gradient", [&](auto& s, std::size_t local) { s.sparse_gradient(local, rows, values); });

@@ -47,32 +47,36 @@ class ps_synchronizer {
       plan_index_.push_back(service_->index_of(id));
       resources.collectives.broadcast(variables_.back().param, 0);
     }
-    pushed_.assign(variables_.size(), false);
+    handled_.assign(variables_.size(), false);
     staged_rows_.resize(variables_.size());
     staged_values_.resize(variables_.size());
+    pending_rows_.resize(variables_.size());
+    pending_values_.resize(variables_.size());
+    accumulated_.resize(variables_.size());
   }
 
   void gradient_ready(std::size_t k, micro_step m) {
-    require_single_micro_batch(m);
-    if constexpr (!sparse) push(k, m);
+    if constexpr (!sparse) take(k, m);
   }
 
-  /// Pushes what was not pushed yet, then asks for the new values of dense variables.
+  /// Takes what was not taken yet; on the last micro-batch, asks for the new values of
+  /// dense variables.
   void flush(micro_step m) {
-    require_single_micro_batch(m);
     for (std::size_t k = 0; k < variables_.size(); ++k)
-      if (!pushed_[k]) push(k, m);
+      if (!handled_[k]) take(k, m);
     if constexpr (!sparse)
-      for (std::size_t k = 0; k < variables_.size(); ++k)
-        service_->worker().pull_dense(plan_index_[k], variables_[k].param, static_cast<std::uint64_t>(m.update));
+      if (m.last)
+        for (std::size_t k = 0; k < variables_.size(); ++k)
+          service_->worker().pull_dense(plan_index_[k], variables_[k].param, static_cast<std::uint64_t>(m.update));
   }
 
   sync_stats wait(micro_step m, std::optional<std::string>&, std::chrono::steady_clock::time_point deadline) {
     const auto start = std::chrono::steady_clock::now();
-    complete(deadline);
-    pushed_.assign(variables_.size(), false);
-    completed_ = m.update;
+    handled_.assign(variables_.size(), false);
     sync_stats stats;
+    if (!m.last) return stats;
+    complete(deadline);
+    completed_ = m.update;
     stats.wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return stats;
   }
@@ -80,13 +84,14 @@ class ps_synchronizer {
   /// The servers applied the optimizer already.
   void update(const O&, std::int64_t) {}
 
-  /// This update's gradient rows of sparse variable `k` (rows may repeat; their values add).
+  /// This micro-batch's gradient rows of sparse variable `k` (rows may repeat, within and
+  /// across the micro-batches of one update; their values add).
   void sparse_gradient(std::size_t k, std::span<const std::uint32_t> rows, std::span<const float> values)
     requires sparse
   {
-    const variable_binding& v = variables_[k];
-    check_sparse_gradient(v, rows, values);
-    combine_rows(rows, values, row_width(v), staged_rows_[k], staged_values_[k]);
+    check_sparse_gradient(variables_[k], rows, values);
+    pending_rows_[k].insert(pending_rows_[k].end(), rows.begin(), rows.end());
+    pending_values_[k].insert(pending_values_[k].end(), values.begin(), values.end());
   }
 
   /// Fetches rows of sparse variable `k` into its bound table, as fresh as the consistency
@@ -154,21 +159,32 @@ class ps_synchronizer {
   std::span<const variable_binding> variables() const { return variables_; }
 
  private:
-  static void require_single_micro_batch(micro_step m) {
-    if (m.micro_batches > 1)
-      throw usage_error("parameter-server variables do not support gradient accumulation yet; use accumulation_steps = 1");
-  }
-
-  void push(std::size_t k, micro_step m) {
+  // Variable k's gradient of this micro-batch: accumulated, or, on the last micro-batch,
+  // pushed with what was accumulated, as the mean over the micro-batches.
+  void take(std::size_t k, micro_step m) {
+    handled_[k] = true;
     const auto clock = static_cast<std::uint64_t>(m.update - 1);
+    const float share = 1.0f / static_cast<float>(m.micro_batches);
     if constexpr (sparse) {
+      if (!m.last) return;  // rows accumulate in sparse_gradient
+      combine_rows(pending_rows_[k], pending_values_[k], row_width(variables_[k]), staged_rows_[k], staged_values_[k]);
+      if (m.micro_batches > 1)
+        for (float& x : staged_values_[k]) x *= share;
       service_->worker().push_sparse(plan_index_[k], staged_rows_[k], staged_values_[k], clock, *optimizer_);
-      staged_rows_[k].clear();
-      staged_values_[k].clear();
-    } else {
+      pending_rows_[k].clear();
+      pending_values_[k].clear();
+    } else if (m.micro_batches == 1) {
       service_->worker().push_dense(plan_index_[k], variables_[k].grad, clock, *optimizer_);
+    } else {
+      std::vector<float>& sum = accumulated_[k];
+      const std::span<const float> grad = variables_[k].grad;
+      if (m.first) sum.assign(grad.begin(), grad.end());
+      else
+        for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += grad[i];
+      if (!m.last) return;
+      for (float& x : sum) x *= share;
+      service_->worker().push_dense(plan_index_[k], sum, clock, *optimizer_);
     }
-    pushed_[k] = true;
   }
 
   void complete(std::chrono::steady_clock::time_point deadline) {
@@ -192,9 +208,10 @@ class ps_synchronizer {
   std::vector<snapshot> snapshots_;  // of the last collect_state; they live in its state_set
   std::vector<variable_binding> variables_;
   std::vector<std::size_t> plan_index_;
-  std::vector<bool> pushed_;
-  std::vector<std::vector<std::uint32_t>> staged_rows_;
-  std::vector<std::vector<float>> staged_values_;
+  std::vector<bool> handled_;  // this micro-batch's gradient was taken
+  std::vector<std::vector<std::uint32_t>> pending_rows_, staged_rows_;  // as given; combined for the push
+  std::vector<std::vector<float>> pending_values_, staged_values_;
+  std::vector<std::vector<float>> accumulated_;  // dense: the micro-batches' sum so far
 };
 
 }  // namespace strata::sync
