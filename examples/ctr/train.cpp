@@ -62,6 +62,10 @@ int train(strata::mpi::context& ctx, options o) {
   const double planted_auc = ctx.rank() == 0 ? ctr::auc(held_out.planted_probability, held_out.labels) : 0.0;
   o.run.updates = o.epochs * o.steps_per_epoch;
   o.run.updates_per_epoch = o.steps_per_epoch;
+  if (o.consistency.starts_with("ssp:") && std::stol(o.consistency.substr(4)) >= o.run.updates)
+    throw std::invalid_argument(fmt::format("--consistency {} over {} updates never holds a rank back: that is asp; choose "
+                                            "a staleness below the number of updates",
+                                            o.consistency, o.run.updates));
   if (o.run.global_batch % static_cast<std::size_t>(ctx.size()) != 0)
     throw std::invalid_argument(fmt::format("--batch {} does not split evenly over {} ranks", o.run.global_batch, ctx.size()));
 
