@@ -140,8 +140,10 @@ class sparse_allgather_synchronizer {
     // One block per rank: `most` rows, then `most` rows of values; unused slots stay zero.
     const std::size_t block = most * (sizeof(std::uint32_t) + width * sizeof(float));
     t.send.assign(block, std::byte{0});
-    std::memcpy(t.send.data(), mine.data(), mine.size() * sizeof(std::uint32_t));
-    std::memcpy(t.send.data() + most * sizeof(std::uint32_t), mine_sums.data(), mine_sums.size() * sizeof(float));
+    if (!mine.empty()) {  // (memcpy of nothing from an empty vector's null data is undefined)
+      std::memcpy(t.send.data(), mine.data(), mine.size() * sizeof(std::uint32_t));
+      std::memcpy(t.send.data() + most * sizeof(std::uint32_t), mine_sums.data(), mine_sums.size() * sizeof(float));
+    }
     t.gathered.resize(block * ranks);
     if (block > 0) comm_->allgather(std::span<const std::byte>(t.send), std::span<std::byte>(t.gathered));
     t.bytes_sent = (ranks - 1) * (block + sizeof(count));
@@ -152,6 +154,7 @@ class sparse_allgather_synchronizer {
     for (std::size_t r = 0; r < ranks; ++r) {
       const std::byte* from = t.gathered.data() + r * block;
       const std::size_t n = counts[r];
+      if (n == 0) continue;
       const std::size_t rows_at = all_rows.size(), values_at = all_values.size();
       all_rows.resize(rows_at + n);
       all_values.resize(values_at + n * width);

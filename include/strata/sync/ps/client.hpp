@@ -248,7 +248,7 @@ class client {
         throw comm_error(fmt::format("rank {}: a snapshot of \"{}\" shard {} of {} bytes where {} were expected", comm_->rank(),
                                      var.binding.name, header.shard, payload.size(),
                                      workers * sizeof(std::uint64_t) + d.memory.size_bytes()));
-      std::memcpy(d.memory.data(), values, d.memory.size_bytes());
+      if (!d.memory.empty()) std::memcpy(d.memory.data(), values, d.memory.size_bytes());  // a restore's ack: none
     } else if (d.rows.empty()) {
       for (const element_range& r : shard.blocks) {
         std::memcpy(d.memory.data() + r.offset, values, r.size * sizeof(float));
