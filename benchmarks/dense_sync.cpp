@@ -9,8 +9,6 @@
 // The optimizer is a no-op so that only synchronization is measured, as in
 // shared/peers/ddp_sync.py.
 #include <cstdint>
-#include <optional>
-#include <span>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -18,36 +16,9 @@
 
 #include <strata/strata.hpp>
 
+#include "executor_model.hpp"
 #include "measure.hpp"
 #include "model_shapes.hpp"
-
-namespace {
-
-/// One model of all ResNet-50 gradients under strategy S, and its executor.
-template <class S>
-struct bucketed_sync {
-  std::vector<std::vector<float>> params, grads;
-  strata::model<S> model;
-  std::optional<strata::executor<strata::mpi::context, strata::model<S>, bench::no_update>> exec;
-
-  bucketed_sync(strata::mpi::context& ctx, const std::vector<bench::tensor_shape>& shapes,
-                const strata::executor_options& options) {
-    for (const auto& s : shapes) {
-      params.emplace_back(s.elements(), 0.0f);
-      grads.emplace_back(s.elements(), 1.0f);
-    }
-    for (std::size_t i = 0; i < shapes.size(); ++i)
-      model.add(strata::variable<S>(shapes[i].name, params[i], grads[i], {shapes[i].elements()}));
-    exec.emplace(ctx, model, bench::no_update{}, options);
-  }
-
-  void step() {
-    for (std::size_t i = grads.size(); i-- > 0;) exec->grad_ready(strata::variable_id{i});
-    exec->step();
-  }
-};
-
-}  // namespace
 
 int main(int argc, char** argv) {
   strata::mpi::context ctx(argc, argv);
@@ -70,8 +41,9 @@ int main(int argc, char** argv) {
   strata::executor_options options;
   options.buckets = {.first_bucket_bytes = static_cast<std::size_t>(first_bucket_mib * (1 << 20)),
                      .bucket_bytes = static_cast<std::size_t>(bucket_mib * (1 << 20))};
-  bucketed_sync<strata::Strategy<strata::AllReduce<strata::Ring>>> ring(ctx, shapes, options);
-  bucketed_sync<strata::Strategy<strata::AllReduce<strata::Native>>> native(ctx, shapes, options);
+  bench::executor_model<strata::Strategy<strata::AllReduce<strata::Ring>>, bench::no_update> ring(ctx, shapes, {}, options);
+  bench::executor_model<strata::Strategy<strata::AllReduce<strata::Native>>, bench::no_update> native(ctx, shapes, {},
+                                                                                                     options);
   std::vector<float> flat(total, 1.0f);
   const MPI_Comm comm = ctx.collectives().native_handle();
 

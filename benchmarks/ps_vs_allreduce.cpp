@@ -8,7 +8,6 @@
 // gradient out and the values back for the shards hosted elsewhere), so the difference is
 // in how: a ring of pipelined chunks against many-to-one messages to each shard's host.
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,35 +16,8 @@
 
 #include <strata/strata.hpp>
 
+#include "executor_model.hpp"
 #include "measure.hpp"
-
-namespace {
-
-/// `tensors` tensors of `rows` x 256 floats under strategy S, and the executor that updates them.
-template <class S>
-struct dense_model {
-  std::vector<std::vector<float>> params, grads;
-  strata::model<S> model;
-  std::optional<strata::executor<strata::mpi::context, strata::model<S>, strata::optim::sgd>> exec;
-
-  dense_model(strata::mpi::context& ctx, int tensors, std::size_t rows) {
-    for (int i = 0; i < tensors; ++i) {
-      params.emplace_back(rows * 256, 0.5f);
-      grads.emplace_back(rows * 256, 1e-3f);
-    }
-    for (int i = 0; i < tensors; ++i)
-      model.add(strata::variable<S>(fmt::format("layer{}.weight", i), params[static_cast<std::size_t>(i)],
-                                    grads[static_cast<std::size_t>(i)], {rows, 256}));
-    exec.emplace(ctx, model, strata::optim::sgd{.lr = 1e-6f});
-  }
-
-  void step() {
-    for (std::size_t i = grads.size(); i-- > 0;) exec->grad_ready(strata::variable_id{i});
-    exec->step();
-  }
-};
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace strata;
@@ -67,8 +39,11 @@ int main(int argc, char** argv) {
   for (const double mib : sizes_mib) {
     constexpr int tensors = 8;
     const auto rows = std::max<std::size_t>(1, static_cast<std::size_t>(mib * (1 << 20) / 4 / 256 / tensors));
-    dense_model<Strategy<PS<4>, Partition<0>>> ps(ctx, tensors, rows);
-    dense_model<Strategy<AllReduce<Ring>>> allreduce(ctx, tensors, rows);
+    std::vector<bench::tensor_shape> shapes;
+    for (int i = 0; i < tensors; ++i) shapes.push_back({fmt::format("layer{}.weight", i), {rows, 256}});
+    const optim::sgd sgd{.lr = 1e-6f};
+    bench::executor_model<Strategy<PS<4>, Partition<0>>, optim::sgd> ps(ctx, shapes, sgd, {}, 0.5f, 1e-3f);
+    bench::executor_model<Strategy<AllReduce<Ring>>, optim::sgd> allreduce(ctx, shapes, sgd, {}, 0.5f, 1e-3f);
     std::vector<bench::contender> contenders = {{"parameter server", [&] { ps.step(); }},
                                                 {"all-reduce", [&] { allreduce.step(); }}};
     bench::interleave(contenders, rounds, 3, [&] { ctx.control().barrier(); });

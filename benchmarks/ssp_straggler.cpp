@@ -8,10 +8,8 @@
 // The normal update time is measured first, under BSP without delays, and fixes the delay
 // for every contender. A rank's throughput counts its updates over the time until the last
 // rank finished the round.
-#include <algorithm>
 #include <chrono>
 #include <functional>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -20,17 +18,6 @@
 
 #include "../examples/ctr/distributed.hpp"
 #include "measure.hpp"
-
-namespace {
-
-// The longest of every rank's `seconds` (on every rank).
-double slowest(strata::mpi::context& ctx, double seconds) {
-  std::vector<double> all(static_cast<std::size_t>(ctx.size()));
-  ctx.control().allgather(std::as_bytes(std::span<const double>(&seconds, 1)), std::as_writable_bytes(std::span<double>(all)));
-  return *std::ranges::max_element(all);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace strata;
@@ -59,7 +46,7 @@ int main(int argc, char** argv) {
 
   // The normal update: BSP, no delays.
   const auto normal = ctr::train_distributed<builder::PartitionedPS<Consistency<BSP>>>(ctx, data, {}, o);
-  const double normal_seconds = slowest(ctx, normal.train_seconds) / static_cast<double>(updates);
+  const double normal_seconds = ctr::detail::slowest_over_ranks(ctx, normal.train_seconds) / static_cast<double>(updates);
   o.straggler_probability = probability;
   o.straggler_delay = std::chrono::duration<double>(factor * normal_seconds);
 
@@ -70,7 +57,10 @@ int main(int argc, char** argv) {
     std::vector<double> per_second;
   };
   auto run = [&]<class C>(std::type_identity<C>) {
-    return [&] { return slowest(ctx, ctr::train_distributed<builder::PartitionedPS<C>>(ctx, data, {}, o).train_seconds); };
+    return [&] {
+      const auto result = ctr::train_distributed<builder::PartitionedPS<C>>(ctx, data, {}, o);
+      return ctr::detail::slowest_over_ranks(ctx, result.train_seconds);
+    };
   };
   std::vector<contender> contenders = {{"BSP", run(std::type_identity<Consistency<BSP>>{}), {}},
                                        {"SSP<3>", run(std::type_identity<Consistency<SSP<3>>>{}), {}},

@@ -9,6 +9,7 @@
 // shard reads, runs forward and backward, hands strata the tables' touched rows and steps.
 // Dense tensors get Adam and the tables Adagrad (optim::dense_and_sparse), wherever the
 // strategy runs the optimizer.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -72,6 +73,13 @@ inline double sum_over_ranks(strata::mpi::context& ctx, double value) {
   auto request = ctx.control().iallreduce_sum(std::span<double>(&value, 1));
   ctx.control().wait(request);
   return value;
+}
+
+/// The longest of every rank's `seconds`, on every rank (collective).
+inline double slowest_over_ranks(strata::mpi::context& ctx, double seconds) {
+  std::vector<double> all(static_cast<std::size_t>(ctx.size()));
+  ctx.control().allgather(std::as_bytes(std::span<const double>(&seconds, 1)), std::as_writable_bytes(std::span<double>(all)));
+  return *std::ranges::max_element(all);
 }
 
 /// The model's variables, their strategies chosen by builder B from their static shapes.

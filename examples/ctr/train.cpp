@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "../common/rank_main.hpp"
 #include "distributed.hpp"
 
 namespace {
@@ -77,7 +78,8 @@ int train(strata::mpi::context& ctx, options o) {
       probe.updates = probe.updates_per_epoch = 20;
       probe.straggler_probability = 0.0;
       const auto probe_result = ctr::train_distributed<B>(ctx, data, {}, probe);
-      o.run.straggler_delay = o.straggler_factor * std::chrono::duration<double>(probe_result.train_seconds / 20.0);
+      const double normal = ctr::detail::slowest_over_ranks(ctx, probe_result.train_seconds) / 20.0;  // one delay for all
+      o.run.straggler_delay = o.straggler_factor * std::chrono::duration<double>(normal);
     }
     if (ctx.rank() == 0)
       fmt::print("ctr: {} ranks, builder {}, consistency {}, global batch {}, {} epochs of {} updates, planted AUC {:.4f}{}\n",
@@ -131,15 +133,5 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--straggler-factor", o.straggler_factor, "a straggler's delay, in normal update times")
       ->check(CLI::PositiveNumber);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return ctx.rank() == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 1);
-  }
-  try {
-    return train(ctx, o);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "ctr_train (rank {}): {}\n", ctx.rank(), e.what());
-    return 1;
-  }
+  return examples::parse_and_run(ctx, app, argc, argv, "ctr_train", [&] { return train(ctx, o); });
 }

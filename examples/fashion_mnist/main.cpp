@@ -26,6 +26,7 @@
 
 #include <strata/strata.hpp>
 
+#include "../common/rank_main.hpp"
 #include "idx.hpp"
 #include "mlp.hpp"
 
@@ -255,19 +256,11 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--slow-down-ms", o.slow_down_ms, "sleep after every update (to test recovery from a killed rank)")
       ->check(CLI::NonNegativeNumber);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return ctx.rank() == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 1);
-  }
-  try {
+  return examples::parse_and_run(ctx, app, argc, argv, "fashion_mnist", [&] {
     int status = 0;
     strata::visit_strategy<DenseNative, DenseRing, DenseFP16, DenseFP16Feedback, DenseBF16, DenseTopK, DensePowerSGD,
                            DensePartitioned, DenseTree, DenseHierarchical>(
         o.strategy, [&]<class S>(std::type_identity<S>) { status = train<S>(ctx, o); });
     return status;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "fashion_mnist (rank {}): {}\n", ctx.rank(), e.what());
-    return 1;
-  }
+  });
 }

@@ -142,8 +142,7 @@ class executor<Context, model<Strategies...>, O> {
     std::apply([&](auto&... s) { (s.flush(m), ...); }, *synchronizers_);
     step_stats stats;
     std::optional<std::string> nonfinite;
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
+    const auto deadline = deadline_from_now();
     try {
       std::apply([&](auto&... s) { ((static_cast<sync_stats&>(stats) += s.wait(m, nonfinite, deadline)), ...); },
                  *synchronizers_);
@@ -172,16 +171,16 @@ class executor<Context, model<Strategies...>, O> {
     return stats;
   }
 
-  /// Parameter-server variables with SparseRows: fetches `rows` of variable `v` into its
-  /// bound table before the (micro-)batch that needs them, as fresh as its consistency requires
-  /// (blocks under BSP/SSP until the servers may answer). Rows may repeat.
+  /// SparseRows variables: fetches `rows` of variable `v` into its bound table before the
+  /// (micro-)batch that needs them, as fresh as its consistency requires (on the parameter
+  /// server, blocks under BSP/SSP until the servers may answer; a replicated table is always
+  /// current, so only the rows are checked). Rows may repeat.
   void pull(variable_id v, std::span<const std::uint32_t> rows) {
     if (overlapping_)
       throw usage_error(fmt::format("pull(\"{}\") after grad_ready in the same micro-batch; pull the rows a micro-batch "
                                     "reads before its backward",
                                     (*model_)[v].name));
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
+    const auto deadline = deadline_from_now();
     visit_sparse(v, "pull", [&](auto& s, std::size_t local) {
       try {
         s.pull(local, rows, updates_ + 1, deadline);
@@ -191,8 +190,7 @@ class executor<Context, model<Strategies...>, O> {
     });
   }
 
-  /// Parameter-server variables with SparseRows: this micro-batch's gradient of variable `v`
-  /// as rows (they may repeat: their values add) and their values, row after row. A variable
+  /// SparseRows variables: this micro-batch's gradient of variable `v` as rows (they may repeat: their values add) and their values, row after row. A variable
   /// given no rows pushes none (its servers still hear that this worker's update is done).
   void sparse_gradient(variable_id v, std::span<const std::uint32_t> rows, std::span<const float> values) {
     visit_sparse(v, "sparse_gradient", [&](auto& s, std::size_t local) { s.sparse_gradient(local, rows, values); });
@@ -270,8 +268,7 @@ class executor<Context, model<Strategies...>, O> {
   // barrier), dense PS variables fetch their values.
   void restore_parameter_servers() {
     within_deadline("handing the restored checkpoint to the parameter servers", [&] {
-      const auto deadline = std::chrono::steady_clock::now() +
-                            std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
+      const auto deadline = deadline_from_now();
       auto each = [&](auto&& f) { std::apply([&](auto&... s) { (f(s), ...); }, *synchronizers_); };
       each([&](auto& s) {
         if constexpr (requires { s.restore_servers(updates_, deadline); }) s.restore_servers(updates_, deadline);
@@ -281,6 +278,11 @@ class executor<Context, model<Strategies...>, O> {
         if constexpr (requires { s.refresh(deadline); }) s.refresh(deadline);
       });
     });
+  }
+
+  /// When a wait that starts now gives up.
+  std::chrono::steady_clock::time_point deadline_from_now() const {
+    return std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
   }
 
   std::size_t count_before(std::size_t i) const {
@@ -377,8 +379,8 @@ class executor<Context, model<Strategies...>, O> {
       }
     });
     if (!done)
-      throw usage_error(fmt::format("{}(\"{}\"): the variable's strategy {} is not a parameter-server strategy with "
-                                    "SparseRows",
+      throw usage_error(fmt::format("{}(\"{}\"): the variable's strategy {} has no SparseRows; pull and "
+                                    "sparse_gradient are for sparse tables",
                                     call, (*model_)[v].name, (*model_)[v].strategy));
   }
 

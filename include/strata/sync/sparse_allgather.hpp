@@ -66,7 +66,7 @@ class sparse_allgather_synchronizer {
     const auto start = std::chrono::steady_clock::now();
     std::future<void> done = thread_->submit([this, m] {
       const auto started = std::chrono::steady_clock::now();
-      for (table& t : tables_) exchange(t, m);
+      for (std::size_t k = 0; k < tables_.size(); ++k) exchange(k, m);
       exchange_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     });
     if (done.wait_until(deadline) == std::future_status::timeout)
@@ -118,22 +118,27 @@ class sparse_allgather_synchronizer {
     std::vector<float> pending_values;
     std::vector<std::uint32_t> rows;  // after the exchange: every rank's rows, unique and sorted
     std::vector<float> sums;          // their averaged gradient
-    std::vector<std::byte> send, gathered;
     std::uint64_t bytes_sent = 0;
+    // Buffers of the exchange, kept from update to update: it runs every update.
+    std::vector<std::uint32_t> mine, all_rows;
+    std::vector<float> mine_sums, all_values;
+    std::vector<std::uint64_t> counts;
+    std::vector<std::byte> send, gathered;
   };
 
   // On the communication thread.
-  void exchange(table& t, micro_step m) {
-    const std::size_t k = static_cast<std::size_t>(&t - tables_.data());
+  void exchange(std::size_t k, micro_step m) {
+    table& t = tables_[k];
     const std::size_t width = row_width(variables_[k]);
     const auto ranks = static_cast<std::size_t>(comm_->size());
-    std::vector<std::uint32_t> mine;
-    std::vector<float> mine_sums;
+    std::vector<std::uint32_t>& mine = t.mine;
+    std::vector<float>& mine_sums = t.mine_sums;
     combine_rows(t.pending_rows, t.pending_values, width, mine, mine_sums);
     t.pending_rows.clear();
     t.pending_values.clear();
 
-    std::vector<std::uint64_t> counts(ranks);
+    std::vector<std::uint64_t>& counts = t.counts;
+    counts.resize(ranks);
     const std::uint64_t count = mine.size();
     comm_->allgather(std::as_bytes(std::span(&count, 1)), std::as_writable_bytes(std::span(counts)));
     const std::size_t most = *std::ranges::max_element(counts);
@@ -149,8 +154,10 @@ class sparse_allgather_synchronizer {
     t.bytes_sent = (ranks - 1) * (block + sizeof(count));
 
     // Every rank's rows in rank order, then combined: the same order, so the same sums, everywhere.
-    std::vector<std::uint32_t> all_rows;
-    std::vector<float> all_values;
+    std::vector<std::uint32_t>& all_rows = t.all_rows;
+    std::vector<float>& all_values = t.all_values;
+    all_rows.clear();
+    all_values.clear();
     for (std::size_t r = 0; r < ranks; ++r) {
       const std::byte* from = t.gathered.data() + r * block;
       const std::size_t n = counts[r];

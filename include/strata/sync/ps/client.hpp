@@ -260,7 +260,7 @@ class client {
         values += var.row_elements;
       }
     }
-    if (recording_) {
+    if (recording_ && !d.whole) {  // reads only: not a checkpoint's snapshot or restore
       read_record& r = reads_.emplace_back(read_record{var.binding.name, header.shard, comm_->rank(), d.clock, {}});
       r.applied.resize(workers);
       std::memcpy(r.applied.data(), payload.data(), workers * sizeof(std::uint64_t));

@@ -1,0 +1,39 @@
+#pragma once
+// A model of given tensors under one strategy, with its executor: what the synchronization
+// benchmarks step. Every tensor is declared flat (its element count), as DDP's buckets see it.
+#include <optional>
+#include <vector>
+
+#include <strata/strata.hpp>
+
+#include "model_shapes.hpp"
+
+namespace bench {
+
+template <class S, class O>
+struct executor_model {
+  std::vector<std::vector<float>> params, grads;
+  strata::model<S> model;
+  std::optional<strata::executor<strata::mpi::context, strata::model<S>, O>> exec;
+
+  /// Collective. Parameters start at `param`, gradients at `gradient`, and stay put if O
+  /// does not update (bench::no_update), so every step moves the same values.
+  executor_model(strata::mpi::context& ctx, const std::vector<tensor_shape>& shapes, O optimizer,
+                 const strata::executor_options& options = {}, float param = 0.0f, float gradient = 1.0f) {
+    for (const auto& s : shapes) {
+      params.emplace_back(s.elements(), param);
+      grads.emplace_back(s.elements(), gradient);
+    }
+    for (std::size_t i = 0; i < shapes.size(); ++i)
+      model.add(strata::variable<S>(shapes[i].name, params[i], grads[i], {shapes[i].elements()}));
+    exec.emplace(ctx, model, optimizer, options);
+  }
+
+  /// One update: every gradient marked ready in backward order, then step().
+  void step() {
+    for (std::size_t i = grads.size(); i-- > 0;) exec->grad_ready(strata::variable_id{i});
+    exec->step();
+  }
+};
+
+}  // namespace bench
