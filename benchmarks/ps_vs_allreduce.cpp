@@ -7,6 +7,11 @@
 // Both move about the same bytes per rank (all-reduce: 2 (p-1)/p of the model; PS: the
 // gradient out and the values back for the shards hosted elsewhere), so the difference is
 // in how: a ring of pipelined chunks against many-to-one messages to each shard's host.
+//
+// It also reports what each buys in memory: the optimizer state (Adam's two moments) that
+// each rank holds under either, as the executors account it (executor::memory). The
+// parameter server keeps it only beside the shards a rank hosts, ZeRO-style.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -35,6 +40,14 @@ int main(int argc, char** argv) {
     sizes_mib = {0.25, 1};
   }
 
+  // The most optimizer state any rank holds (collective).
+  auto most_state_per_rank = [&](auto& m) {
+    const std::uint64_t mine = m.exec->memory().optimizer_state;
+    std::vector<std::uint64_t> all(static_cast<std::size_t>(ctx.size()));
+    ctx.control().allgather(std::span<const std::uint64_t>(&mine, 1), std::span<std::uint64_t>(all));
+    return static_cast<double>(*std::ranges::max_element(all)) / (1 << 20);
+  };
+
   std::vector<std::string> ratios;
   for (const double mib : sizes_mib) {
     constexpr int tensors = 8;
@@ -52,6 +65,16 @@ int main(int argc, char** argv) {
       fmt::print("  {:6.2f} MiB  parameter server {:8.2f} ms  all-reduce {:8.2f} ms  ps/all-reduce {:.2f}\n",
                  static_cast<double>(tensors * rows * 256 * 4) / (1 << 20), ps_ms, allreduce_ms, ps_ms / allreduce_ms);
     ratios.push_back(fmt::format("ps_over_allreduce_{}MiB={:.2f}", mib, ps_ms / allreduce_ms));
+
+    const optim::adam adam{.lr = 1e-6f};
+    bench::executor_model<Strategy<PS<4>, Partition<0>>, optim::adam> ps_adam(ctx, shapes, adam);
+    bench::executor_model<Strategy<AllReduce<Ring>>, optim::adam> allreduce_adam(ctx, shapes, adam);
+    const double ps_state = most_state_per_rank(ps_adam), replicated_state = most_state_per_rank(allreduce_adam);
+    if (ctx.rank() == 0)
+      fmt::print("             Adam state on the busiest rank: parameter server {:8.2f} MiB  all-reduce {:8.2f} MiB  "
+                 "saved {:.0f}%\n",
+                 ps_state, replicated_state, 100.0 * (1.0 - ps_state / replicated_state));
+    ratios.push_back(fmt::format("adam_state_ps_over_allreduce_{}MiB={:.2f}", mib, ps_state / replicated_state));
   }
   if (ctx.rank() == 0)
     fmt::print("summary: ranks={} rounds={} {}\n", ctx.size(), rounds, fmt::join(ratios, " "));

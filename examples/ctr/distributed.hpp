@@ -117,7 +117,8 @@ distributed_result train_distributed(strata::mpi::context& ctx, const generator&
   wide_deep net(model_config{.fields = fields, .table_rows = table_rows, .seed = o.seed});
   auto model = detail::declare_model<B>(net);
   using optimizer = strata::optim::dense_and_sparse<strata::optim::adam, strata::optim::adagrad>;
-  auto exec = strata::make_executor(ctx, model, optimizer{{.lr = o.dense_lr}, {.lr = o.embedding_lr}});
+  auto exec = strata::make_executor(ctx, model, optimizer{{.lr = o.dense_lr}, {.lr = o.embedding_lr}},
+                                    strata::executor_options{.ps_servers = B::servers});
   const strata::variable_id embedding = model.id("embedding"), wide = model.id("wide");
 
   distributed_result result;

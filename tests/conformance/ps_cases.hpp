@@ -211,6 +211,51 @@ void ps_accumulation_equals_mean(Context& ctx) {
            "rank {}: value {} is {} with accumulation, {} with one batch of the mean", rank, i, accumulated[i], mean[i]);
 }
 
+/// Sharded optimizer state (ZeRO's idea): Adam's two moments of a PS variable exist once
+/// over all ranks, beside the shards on their hosts, while a replicated variable's exist on
+/// every rank. Balanced placement spreads the shards evenly; first_server (builder::PS)
+/// puts all of them on rank 0. Either way the update is the local optimizer's.
+template <CommContext Context>
+void ps_optimizer_state_is_sharded(Context& ctx, server_assignment servers) {
+  const int ranks = ctx.collectives().size(), rank = ctx.collectives().rank();
+  using Sharded = Strategy<PS<4>, Partition<0>>;
+  using Replicated = Strategy<AllReduce<Ring>>;
+  std::vector<float> w(16 * 8, 0.5f), gw(w.size()), b(10, 0.5f), gb(b.size()), reference(w.size(), 0.5f);
+  model_of<Sharded, Replicated> m;
+  m.add(variable<Sharded>("w", w, gw, {16, 8}));
+  m.add(variable<Replicated>("b", b, gb, {10}));
+  const optim::adam adam{.lr = 0.01f};
+  auto exec = make_executor(ctx, m, adam, {.ps_servers = servers});
+
+  constexpr std::size_t moments = 2;  // Adam's m and v
+  const memory_use use = exec.memory();
+  expect(use.optimizer_state == moments * (b.size() * sizeof(float) + use.server_values),
+         "rank {}: optimizer state {} B, expected two moments of b (replicated) and of the {} B of shards hosted here", rank,
+         use.optimizer_state, use.server_values);
+  const std::uint64_t mine = use.server_values;
+  std::vector<std::uint64_t> hosted(static_cast<std::size_t>(ranks));
+  ctx.control().allgather(std::span<const std::uint64_t>(&mine, 1), std::span<std::uint64_t>(hosted));
+  const std::uint64_t total = std::accumulate(hosted.begin(), hosted.end(), std::uint64_t{0});
+  expect(total == w.size() * sizeof(float), "the ranks host {} B of shards together, w has {} B", total, w.size() * sizeof(float));
+  const std::uint64_t shard = total / 4, most_shards = (4 + static_cast<std::uint64_t>(ranks) - 1) / static_cast<std::uint64_t>(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    const std::uint64_t expected_most = servers == server_assignment::first_server ? (r == 0 ? total : 0) : most_shards * shard;
+    expect(hosted[static_cast<std::size_t>(r)] <= expected_most, "rank {} hosts {} B of shards, at most {} B expected", r,
+           hosted[static_cast<std::size_t>(r)], expected_most);
+  }
+
+  for (std::size_t i = 0; i < gw.size(); ++i) gw[i] = static_cast<float>(i % 3) + static_cast<float>(rank);
+  std::ranges::fill(gb, 1.0f);
+  exec.step();
+  std::vector<float> mean(w.size());
+  for (std::size_t i = 0; i < w.size(); ++i) mean[i] = static_cast<float>(i % 3) + static_cast<float>(ranks - 1) / 2.0f;
+  auto state = adam.make_state(reference.size());
+  adam.update(reference, mean, state, 1);
+  for (std::size_t i = 0; i < w.size(); ++i)
+    expect(std::abs(w[i] - reference[i]) <= 1e-6f, "rank {}: w[{}] = {} but the local optimizer gives {}", rank, i, w[i],
+           reference[i]);
+}
+
 /// A worker held back by SSP sleeps: rank 0 runs ahead until SSP<1> blocks it while the last
 /// rank stalls for 0.4 s. Returns rank 0's share of one core over that blocked step (its
 /// thread's CPU time over the step's wall time); 0 on the other ranks.

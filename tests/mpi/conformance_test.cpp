@@ -99,6 +99,11 @@ TEST_CASE("mpi: server-side optimizers match the local optimizer on the mean gra
   CHECK_NOTHROW(conformance::ps_server_optimizer_matches_reference(*context, optim::adagrad{.lr = 0.1f}));
 }
 
+TEST_CASE("mpi: PS optimizer state is sharded over the servers (balanced, or all on rank 0)", "[mpi][ps]") {
+  CHECK_NOTHROW(conformance::ps_optimizer_state_is_sharded(*context, server_assignment::least_loaded));
+  CHECK_NOTHROW(conformance::ps_optimizer_state_is_sharded(*context, server_assignment::first_server));
+}
+
 TEST_CASE("mpi: sparse rows combine duplicates and average over ranks", "[mpi][ps]") {
   CHECK_NOTHROW(conformance::sparse_rows_combine_duplicates<conformance::PSSparse>(*context));
 }

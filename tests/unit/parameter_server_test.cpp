@@ -28,6 +28,22 @@ TEST_CASE("shards are placed greedily on the least-loaded rank", "[ps][plan]") {
   CHECK(p.variables[1].shard_of_row(5) == 2);
 }
 
+TEST_CASE("builder::PS's first_server assignment puts every shard on rank 0", "[ps][plan]") {
+  std::vector<float> a(100), b(60), ga(100), gb(60);
+  const std::vector<variable_binding> variables = {{"a", {10, 10}, a, ga, "PS<2>,Partition<0>"},
+                                                   {"b", {6, 10}, b, gb, "PS<3>,Partition<0>"}};
+  const sync::ps::plan p = sync::ps::make_plan(variables, 3, builder::PS<>::servers);
+  for (const auto& v : p.variables)
+    for (const auto& s : v.shards) CHECK(s.host == 0);
+  CHECK(p.bytes_per_rank == std::vector<std::size_t>{640, 0, 0});
+}
+
+TEST_CASE("PS variables' optimizer state is sharded over the servers, replicated variables' is not", "[ps][memory]") {
+  for (int ranks : {1, 2, 3, 4})
+    for (server_assignment servers : {server_assignment::least_loaded, server_assignment::first_server})
+      CHECK_NOTHROW(loopback::run(ranks, [&](loopback::context& ctx) { conformance::ps_optimizer_state_is_sharded(ctx, servers); }));
+}
+
 TEST_CASE("repeated rows are combined in input order", "[ps][sparse]") {
   std::vector<std::uint32_t> rows;
   std::vector<float> sums;

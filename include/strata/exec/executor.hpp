@@ -57,6 +57,9 @@ struct executor_options {
   /// How long step() waits for other ranks before it reports the ranks that did not arrive
   /// and aborts the job (MPI: mpirun exits non-zero) instead of hanging.
   std::chrono::duration<double> timeout = default_timeout();
+  /// Which ranks host parameter-server shards: balanced by bytes, or all on rank 0 (what
+  /// `builder::PS` asks for: pass `B::servers`). Must be equal on every rank (checked).
+  server_assignment ps_servers = server_assignment::least_loaded;
 };
 
 /// Statistics of one step plus whether it updated the parameters.
@@ -97,12 +100,16 @@ class executor<Context, model<Strategies...>, O> {
       throw usage_error(fmt::format("executor: accumulation_steps must be at least 1, got {}", options.accumulation_steps));
     within_deadline("start-up (the model-signature check and the parameter broadcast)", [&] {
       // The handshake runs before any synchronizer talks to other ranks.
-      verify_signature(context.control(), model_signature(m.variables(), context.control().size()));
+      std::vector<std::string> signature = model_signature(m.variables(), context.control().size());
+      if constexpr (has_parameter_server)
+        signature.push_back(options_.ps_servers == server_assignment::first_server ? "parameter servers: rank 0"
+                                                                                   : "parameter servers: balanced");
+      verify_signature(context.control(), signature);
       sync::synchronizer_resources<comm_type, O> resources{
           m.variables(), context.collectives(), *thread_, optimizer_,
           {options_.buckets, options_.allreduce, options_.compression}, options_.timeout};
       if constexpr (has_parameter_server) {
-        ps_ = std::make_unique<ps_service>(context.parameter_server(), m.variables());
+        ps_ = std::make_unique<ps_service>(context.parameter_server(), m.variables(), options_.ps_servers);
         resources.parameter_server = ps_.get();
       }
       synchronizers_.emplace(make_synchronizer<Strategies>(resources, m)...);
@@ -248,6 +255,15 @@ class executor<Context, model<Strategies...>, O> {
       if constexpr (has_parameter_server) restore_parameter_servers();
     }
     return restored;
+  }
+
+  /// What this rank holds beyond the user's buffers: the optimizer state of replicated
+  /// variables and of the parameter-server shards it hosts, and those shards' values.
+  memory_use memory() {
+    memory_use use;
+    if constexpr (has_parameter_server) use += ps_->held();
+    std::apply([&](auto&... s) { (s.add_memory(use), ...); }, *synchronizers_);
+    return use;
   }
 
   /// The optimizer's hyper-parameters may be changed between steps (learning-rate schedules).

@@ -1,5 +1,6 @@
 #pragma once
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -40,6 +41,14 @@ template <Optimizer O>
 typename O::state make_state_for(const O& optimizer, std::size_t elements, optim::gradient_form form) {
   if constexpr (requires { optimizer.make_state(elements, form); }) return optimizer.make_state(elements, form);
   else return optimizer.make_state(elements);
+}
+
+/// Bytes of one variable's optimizer state.
+template <Optimizer O>
+std::size_t state_bytes(typename O::state& s) {
+  std::size_t bytes = 0;
+  for (const optim::named_state& t : O::tensors(s)) bytes += t.values.size_bytes();
+  return bytes;
 }
 
 static_assert(RowOptimizer<optim::sgd> && RowOptimizer<optim::adam> && RowOptimizer<optim::adagrad>);

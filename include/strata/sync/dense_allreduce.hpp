@@ -85,6 +85,12 @@ void add_replicated_state(ckpt::state_set& set, std::span<const variable_binding
   }
 }
 
+/// Adds the optimizer state replicated variables keep on every rank to `use`.
+template <Optimizer O>
+void add_replicated_memory(memory_use& use, std::vector<typename O::state>& states) {
+  for (typename O::state& s : states) use.optimizer_state += state_bytes<O>(s);
+}
+
 template <CanonicalStrategy S, Communicator C, Optimizer O>
 class dense_allreduce_synchronizer {
   using algorithm = typename S::collective::algorithm;
@@ -163,6 +169,8 @@ class dense_allreduce_synchronizer {
   /// The state a checkpoint keeps: parameters and optimizer state (replicated), each
   /// rank's error-feedback residuals (kept per bucket, saved in each variable's own layout
   /// so that another bucketing or partitioning can restore them), codec state.
+  void add_memory(memory_use& use) { add_replicated_memory<O>(use, states_); }
+
   void collect_state(ckpt::state_set& set) {
     add_replicated_state<O>(set, variables_, states_);
     if constexpr (requires(reducer& r) { r.residual_state(std::size_t{}); }) {

@@ -109,6 +109,7 @@ class sparse_allgather_synchronizer {
   }
 
   void collect_state(ckpt::state_set& set) { add_replicated_state<O>(set, variables_, states_); }
+  void add_memory(memory_use& use) { add_replicated_memory<O>(use, states_); }
 
   std::span<const variable_binding> variables() const { return variables_; }
 

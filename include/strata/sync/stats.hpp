@@ -1,4 +1,5 @@
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 namespace strata {
@@ -13,6 +14,19 @@ struct sync_stats {
     bytes_sent += o.bytes_sent;
     comm_seconds += o.comm_seconds;
     wait_seconds += o.wait_seconds;
+    return *this;
+  }
+};
+
+/// What a rank holds for a model beyond the user's own parameter and gradient buffers, in
+/// bytes: where sharding the optimizer state over parameter servers (ZeRO's idea) shows.
+struct memory_use {
+  std::size_t optimizer_state = 0;  ///< of replicated variables, and of the shards this rank's server hosts
+  std::size_t server_values = 0;    ///< parameter values of the shards this rank's server hosts
+
+  memory_use& operator+=(const memory_use& o) {
+    optimizer_state += o.optimizer_state;
+    server_values += o.server_values;
     return *this;
   }
 };

@@ -1,8 +1,9 @@
 #pragma once
 // Where the parameter-server variables of a model live: each PS<N> variable is split into
 // its shards (Partition<Axis>, as even as the axis allows), and each shard is placed on the
-// rank with the fewest bytes so far (ties: the lower rank), in declaration order. Every rank
-// computes the same plan from the same model.
+// rank with the fewest bytes so far (ties: the lower rank), in declaration order, or on rank
+// 0 when a builder asks for the first server (AutoDist's PS builder). Every rank computes
+// the same plan from the same model.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "strata/model/variable.hpp"
+#include "strata/strategy/builders.hpp"
 #include "strata/strategy/canonical_string.hpp"
 #include "strata/sync/partition.hpp"
 
@@ -43,11 +45,12 @@ struct variable_plan {
 
 struct plan {
   std::vector<variable_plan> variables;
-  std::vector<std::size_t> bytes_per_rank;  // what the placement balanced
+  std::vector<std::size_t> bytes_per_rank;  // values each rank's server holds (optimizer state not counted)
 };
 
 /// The plan of every PS variable among `variables` (the model's, in order) over `ranks`.
-inline plan make_plan(std::span<const variable_binding> variables, int ranks) {
+inline plan make_plan(std::span<const variable_binding> variables, int ranks,
+                      server_assignment servers = server_assignment::least_loaded) {
   plan p;
   p.bytes_per_rank.assign(static_cast<std::size_t>(ranks), 0);
   for (std::size_t i = 0; i < variables.size(); ++i) {
@@ -68,11 +71,12 @@ inline plan make_plan(std::span<const variable_binding> variables, int ranks) {
         s.first_row = part.blocks.front().offset / v.row_elements;
         s.rows = s.elements / v.row_elements;
       }
-      std::size_t least = 0;
-      for (std::size_t r = 1; r < p.bytes_per_rank.size(); ++r)
-        if (p.bytes_per_rank[r] < p.bytes_per_rank[least]) least = r;
-      s.host = static_cast<int>(least);
-      p.bytes_per_rank[least] += s.elements * sizeof(float);
+      std::size_t host = 0;
+      if (servers == server_assignment::least_loaded)
+        for (std::size_t r = 1; r < p.bytes_per_rank.size(); ++r)
+          if (p.bytes_per_rank[r] < p.bytes_per_rank[host]) host = r;
+      s.host = static_cast<int>(host);
+      p.bytes_per_rank[host] += s.elements * sizeof(float);
     }
   }
   return p;

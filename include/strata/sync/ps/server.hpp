@@ -33,6 +33,7 @@
 #include "strata/optim/optimizer.hpp"
 #include "strata/sync/ps/plan.hpp"
 #include "strata/sync/ps/protocol.hpp"
+#include "strata/sync/stats.hpp"
 
 namespace strata::sync::ps {
 
@@ -58,8 +59,13 @@ class server {
         state.optimizer_state = make_state_for(
             optimizer, s.elements, p.variables[v].sparse() ? optim::gradient_form::sparse_rows : optim::gradient_form::dense);
         state.applied.assign(static_cast<std::size_t>(comm.size()), 0);
+        held_.server_values += state.values.size() * sizeof(float);
+        held_.optimizer_state += state_bytes<O>(state.optimizer_state);
       }
   }
+
+  /// What this rank's shards hold (fixed at construction: shards never grow).
+  const memory_use& held() const { return held_; }
 
   server(const server&) = delete;
   server& operator=(const server&) = delete;
@@ -375,6 +381,7 @@ class server {
   outbox<C> outbox_;
   std::vector<std::byte> request_, reply_;
   std::vector<float> scaled_;
+  memory_use held_;
   std::thread thread_;
 };
 

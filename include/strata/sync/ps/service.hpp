@@ -18,8 +18,8 @@ class service {
                                  "such as optim::sgd, optim::adam or optim::adagrad");
 
  public:
-  service(C& comm, std::span<const variable_binding> variables)
-      : comm_(&comm), plan_(make_plan(variables, comm.size())), client_(comm, plan_) {}
+  service(C& comm, std::span<const variable_binding> variables, server_assignment servers)
+      : comm_(&comm), plan_(make_plan(variables, comm.size(), servers)), client_(comm, plan_) {}
   service(const service&) = delete;
   service& operator=(const service&) = delete;
 
@@ -38,6 +38,8 @@ class service {
   }
 
   const plan& layout() const { return plan_; }
+  /// What this rank's server holds; nothing before start().
+  memory_use held() const { return server_ ? server_->held() : memory_use{}; }
   client<C, O>& worker() { return client_; }
 
   /// The plan's index of the variable the model declared `model_index`-th.
