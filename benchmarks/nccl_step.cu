@@ -2,13 +2,14 @@
 // in the same run, interleaved (A B A B ...), medians over rounds. The step packs every
 // bucket, all-reduces it, averages and runs the fused SGD kernel, so the ratio is what the
 // executor costs on top of the collective itself; on one rank NCCL's all-reduce is a copy.
+// The raw all-reduce goes through the same communicator (nccl::communicator::iallreduce_sum:
+// ncclAllReduce, and polling until the non-blocking communicator has enqueued it).
 //
 //   nccl_step [--quick] [--mib N] [--variables K]   N MiB of fp32 gradients in K variables
 //                                                   (default 256 MiB in 16)
 //
 // Exits with STRATA_GPU_SKIP_CODE when there is no GPU.
 #include <cuda_runtime_api.h>
-#include <nccl.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -64,12 +65,7 @@ void run(const options& o) {
   strata::nccl_executor exec(strata::nccl::communicator::single_process(0), variables, strata::optim::sgd{.lr = 0.0f});
   strata::nccl::communicator& comm = exec.communicator();
   std::vector<bench::contender> contenders = {
-      {"ncclAllReduce",
-       [&] {
-         if (ncclAllReduce(raw.data(), raw.data(), raw.size(), ncclFloat32, ncclSum, comm.native_handle(), comm.stream()) !=
-             ncclSuccess)
-           throw strata::comm_error("ncclAllReduce failed");
-       }},
+      {"ncclAllReduce", [&] { comm.iallreduce_sum(raw.span()); }},  // what the executor calls per bucket
       {"executor_step", [&] { exec.step(comm.stream()); }},
   };
   bench::interleave(contenders, o.rounds, o.calls, [&] { STRATA_CUDA_CHECK(cudaStreamSynchronize(comm.stream())); });
