@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "gpu_main.cuh"
 #include "measure.hpp"
 #include "strata/cuda/buffer.cuh"
 #include "strata/cuda/cast.cuh"
-#include "strata/cuda/device.cuh"
 #include "strata/cuda/optimizer.cuh"
 #include "strata/cuda/pack.cuh"
 
@@ -112,17 +112,10 @@ void run(const options& o, cudaStream_t stream) {
 
 int main(int argc, char** argv) {
   const options o = parse(argc, argv);
-  try {
-    if (!strata::cuda::device_available()) {
-      std::puts("no CUDA device: skipped");
-      return STRATA_GPU_SKIP_CODE;
-    }
+  return bench::gpu_main("gpu_kernels", [&] {
     cudaStream_t stream = nullptr;
     STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     run(o, stream);  // frees its buffers on the stream before the stream goes
     STRATA_CUDA_CHECK(cudaStreamDestroy(stream));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "gpu_kernels: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -67,7 +67,12 @@ if(STRATA_NCCL_INCLUDE_DIR AND STRATA_NCCL_LIBRARY)
   target_sources(strata_nccl INTERFACE FILE_SET HEADERS BASE_DIRS include FILES ${strata_nccl_headers})
   target_include_directories(strata_nccl INTERFACE $<BUILD_INTERFACE:${STRATA_NCCL_INCLUDE_DIR}>)
   target_link_libraries(strata_nccl INTERFACE strata::cuda ${STRATA_NCCL_LIBRARY})
-  list(APPEND strata_nvcc_checked_headers "${PROJECT_SOURCE_DIR}/include/strata/comm/nccl/nccl.hpp")
+  # The nccl executor (data parallelism on device memory) launches strata's kernels: a .cuh
+  # outside cuda/, so it is named here.
+  target_sources(strata_nccl INTERFACE FILE_SET HEADERS BASE_DIRS include FILES
+                 "${PROJECT_SOURCE_DIR}/include/strata/exec/nccl_executor.cuh")
+  list(APPEND strata_nvcc_checked_headers "${PROJECT_SOURCE_DIR}/include/strata/comm/nccl/nccl.hpp"
+                                          "${PROJECT_SOURCE_DIR}/include/strata/exec/nccl_executor.cuh")
 else()
   message(STATUS "strata: NCCL not found (nccl.h: ${STRATA_NCCL_INCLUDE_DIR}, libnccl: ${STRATA_NCCL_LIBRARY}); "
                  "the nccl backend and its tests are skipped")

@@ -9,14 +9,15 @@
 # its tests and the benchmark include nothing but the standard library, CUDA and strata's
 # own headers, so MPI, Boost, fmt and Catch2 need not be installed, and nothing has to be
 # bundled or fetched on a machine without a package registry. Where NCCL is installed
-# (nccl.h and libnccl next to the toolkit), the nccl backend's one-rank test (gpu.nccl)
-# is built and run with the kernel tests; it needs no MPI either.
+# (nccl.h and libnccl next to the toolkit), the nccl backend's one-rank tests (gpu.nccl,
+# gpu.nccl_executor) are built and run with the kernel tests, and the nccl_step benchmark
+# after gpu_kernels; none of them needs MPI.
 #
 # Environment: STRATA_CUDA_ARCHITECTURES (default 90: H100/H200), BUILD_DIR (default
 # build-gpu-run), JOBS (default: all cores).
 #
-# Logs: nvidia-smi.log, configure.log, build.log, ctest.log, gpu_kernels.log, and
-# summary.txt with the benchmark's "summary:" line. Exits non-zero when the build or a GPU
+# Logs: nvidia-smi.log, configure.log, build.log, ctest.log, gpu_kernels.log, nccl_step.log
+# (where NCCL was found), and summary.txt with the benchmarks' "summary:" lines. Exits non-zero when the build or a GPU
 # test fails, or when the tests were skipped: on this machine a skip means the GPU or its
 # driver was not usable (see ctest.log).
 set -euo pipefail
@@ -49,7 +50,11 @@ if grep -q "Skipped" "$logs/ctest.log"; then
 fi
 
 echo "benchmarking ..."
-"$build/benchmarks/gpu_kernels" 2>&1 | tee "$logs/gpu_kernels.log" || status=1
-grep "^summary:" "$logs/gpu_kernels.log" >"$logs/summary.txt" || status=1
+: >"$logs/summary.txt"
+for benchmark in gpu_kernels nccl_step; do
+  [[ -x "$build/benchmarks/$benchmark" ]] || continue
+  "$build/benchmarks/$benchmark" 2>&1 | tee "$logs/$benchmark.log" || status=1
+  grep "^summary:" "$logs/$benchmark.log" >>"$logs/summary.txt" || status=1
+done
 echo "logs in $logs"
 exit "$status"

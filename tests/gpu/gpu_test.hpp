@@ -4,8 +4,11 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <exception>
+#include <initializer_list>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "strata/cuda/buffer.cuh"
@@ -20,6 +23,23 @@ inline void expect(bool ok, const std::string& what) {
   if (ok) return;
   ++failures;
   std::printf("FAILED: %s\n", what.c_str());
+}
+
+/// Runs `f`, expecting it to throw an `E` whose message contains every one of `words`.
+template <class E, class F>
+void expect_throws(F f, std::initializer_list<std::string_view> words, const std::string& what) {
+  try {
+    f();
+  } catch (const E& e) {
+    const std::string_view message = e.what();
+    for (std::string_view word : words)
+      expect(message.find(word) != std::string_view::npos, what + ": \"" + std::string(word) + "\" missing from: " + e.what());
+    return;
+  } catch (const std::exception& e) {
+    expect(false, what + ": threw another exception: " + e.what());
+    return;
+  }
+  expect(false, what + ": did not throw");
 }
 
 template <class T>

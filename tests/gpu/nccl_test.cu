@@ -17,6 +17,7 @@
 namespace {
 
 using gpu_test::expect;
+using gpu_test::expect_throws;
 using strata::nccl::communicator;
 
 /// Device memory holding `host`, ready for `comm` (copied on the default stream, which the
@@ -32,23 +33,6 @@ template <class T>
 void expect_same(const strata::cuda::device_buffer<T>& device, const std::vector<T>& host, const std::string& what) {
   const std::vector<T> back = gpu_test::to_host(device);
   gpu_test::expect_equal(std::span<const T>(back), std::span<const T>(host), what);
-}
-
-/// Runs `f`, expecting it to throw an `E` whose message contains every one of `words`.
-template <class E, class F>
-void expect_throws(F f, std::initializer_list<std::string_view> words, const std::string& what) {
-  try {
-    f();
-  } catch (const E& e) {
-    const std::string_view message = e.what();
-    for (std::string_view word : words)
-      expect(message.find(word) != std::string_view::npos, what + ": \"" + std::string(word) + "\" missing from: " + e.what());
-    return;
-  } catch (const std::exception& e) {
-    expect(false, what + ": threw another exception: " + e.what());
-    return;
-  }
-  expect(false, what + ": did not throw");
 }
 
 template <class T>

@@ -1,0 +1,390 @@
+#pragma once
+// The nccl backend's executor: data parallelism over device memory. Gradients, buckets,
+// the all-reduce and the optimizer stay on the GPU, and nothing in a step blocks the host:
+//
+//   nccl_executor exec(nccl::communicator::single_process(0), {device_variable<Dense>(...), ...},
+//                      optim::adam{.lr = 1e-3f});
+//   for (...) {
+//     exec.parameters_ready(compute);               // forward waits for the last update
+//     forward_backward(compute, [&](std::size_t v) { exec.grad_ready(v, compute); });
+//     exec.step(compute);                           // enqueued; returns at once
+//   }
+//   exec.wait();                                    // the host waits (with a deadline)
+//
+// All of its work runs on the communicator's stream. grad_ready(v, stream) records an
+// event on the user's stream; once every gradient of a fusion bucket is marked, the
+// communication stream waits for those events, packs the bucket and starts its all-reduce,
+// so communication overlaps the rest of backward. step() enqueues the averaging and the
+// fused optimizer kernels behind the reductions and records the event parameters_ready()
+// waits on. No call synchronizes the device; only wait() and the constructor block the host.
+//
+// fp16 and bf16 variables are reduced in their own type (a bucket holds one type) and
+// updated in fp32: the executor keeps an fp32 master copy of their parameters, laid out
+// like their bucket, and writes the rounded result back to the user's parameters after
+// each update. Optimizer state is fp32, in device memory, laid out like the buckets.
+//
+// The user's gradient buffers are only read (by the pack), so they keep this step's
+// local gradients. Host code, compiled by nvcc because it launches strata's kernels; like
+// the nccl backend, it builds its messages without fmt. The communicator's GPU must be the
+// current device of the thread that drives it.
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_set>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "strata/comm/nccl/nccl.hpp"
+#include "strata/cuda/buffer.cuh"
+#include "strata/cuda/cast.cuh"
+#include "strata/cuda/optimizer.cuh"
+#include "strata/cuda/pack.cuh"
+#include "strata/error.hpp"
+#include "strata/model/device_variable.hpp"
+#include "strata/numeric/float16.hpp"
+#include "strata/optim/adam.hpp"
+#include "strata/optim/sgd.hpp"
+#include "strata/sync/device_buckets.hpp"
+
+namespace strata {
+
+struct nccl_executor_options {
+  sync::bucket_options buckets;
+  /// The stream that initialized the parameters: the constructor's broadcast from rank 0
+  /// waits for it. The legacy default stream (null) waits for all blocking streams.
+  cudaStream_t initialized_on = nullptr;
+};
+
+namespace detail {
+
+/// Throws binding_error unless `data` is memory of CUDA device `device` (device or managed
+/// memory). Pinned and pageable host memory are refused: NCCL and the kernels would read
+/// it across the bus, or not at all.
+inline void require_device_memory(const void* data, std::size_t bytes, int device, int rank, const std::string& variable,
+                                  std::string_view what) {
+  const std::string where = "variable \"" + variable + "\" on rank " + std::to_string(rank) + ": the " + std::string(what);
+  if (bytes == 0) return;
+  if (data == nullptr) throw binding_error(where + " pointer is null");
+  cudaPointerAttributes attributes{};
+  nccl::detail::check_cuda(cudaPointerGetAttributes(&attributes, data), "cudaPointerGetAttributes (" + where + ")", rank);
+  if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged)
+    throw binding_error(where + " buffer is " + (attributes.type == cudaMemoryTypeHost ? "pinned " : "") +
+                        "host memory; bind device memory of GPU " + std::to_string(device) +
+                        " (cudaMalloc), or use the host executor (make_executor) for host buffers");
+  if (attributes.device != device)
+    throw binding_error(where + " buffer is memory of GPU " + std::to_string(attributes.device) +
+                        ", but this rank's communicator runs on GPU " + std::to_string(device));
+}
+
+/// An optimizer's state in device memory, laid out like a bucket, and its fused update.
+template <class O>
+struct device_optimizer_state;
+
+template <>
+struct device_optimizer_state<optim::sgd> {
+  cuda::device_buffer<float> velocity;
+
+  device_optimizer_state(const optim::sgd& o, std::size_t n, cudaStream_t stream)
+      : velocity(o.momentum != 0.0f ? n : 0, stream) {
+    if (!velocity.span().empty())
+      STRATA_CUDA_CHECK(cudaMemsetAsync(velocity.data(), 0, velocity.size() * sizeof(float), stream));
+  }
+
+  /// Updates `param` with `grad`, whose state starts at element `offset`.
+  void update(const optim::sgd& o, std::int64_t /*step*/, std::span<float> param, std::span<const float> grad,
+              std::size_t offset, cudaStream_t stream) {
+    const std::span<float> v = velocity.span().empty() ? std::span<float>() : velocity.span().subspan(offset, param.size());
+    cuda::sgd_update(param, grad, v, {o.lr, o.momentum, o.weight_decay, o.nesterov}, stream);
+  }
+};
+
+template <>
+struct device_optimizer_state<optim::adam> {
+  cuda::device_buffer<float> m, v;
+
+  device_optimizer_state(const optim::adam&, std::size_t n, cudaStream_t stream) : m(n, stream), v(n, stream) {
+    for (cuda::device_buffer<float>* b : {&m, &v})
+      if (n != 0) STRATA_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, n * sizeof(float), stream));
+  }
+
+  void update(const optim::adam& o, std::int64_t step, std::span<float> param, std::span<const float> grad,
+              std::size_t offset, cudaStream_t stream) {
+    cuda::adam_update(param, grad, m.span().subspan(offset, param.size()), v.span().subspan(offset, param.size()),
+                      o.element(step), stream);
+  }
+};
+
+template <class O>
+concept DeviceOptimizer = requires { sizeof(device_optimizer_state<O>); };
+
+template <class T>
+std::span<T> typed(void* data, std::size_t n) {
+  return {static_cast<T*>(data), n};
+}
+
+}  // namespace detail
+
+/// Data parallelism on the nccl backend: see the file comment. One thread drives it.
+template <detail::DeviceOptimizer O>
+class nccl_executor {
+ public:
+  /// Collective: every rank constructs its executor together, with the same variables in
+  /// the same order. Checks that every buffer is memory of the communicator's GPU
+  /// (binding_error naming the rank and variable otherwise), then makes every replica start
+  /// from rank 0's parameters; returns once that broadcast is done.
+  nccl_executor(nccl::communicator comm, std::vector<device_variable_binding> variables, O optimizer,
+                nccl_executor_options options = {})
+      : comm_(std::move(comm)), variables_(std::move(variables)), optimizer_(std::move(optimizer)),
+        ready_(variables_.size(), false) {
+    require_current_device();
+    check_bindings();
+    for (std::size_t i = 0; i < variables_.size(); ++i) events_.push_back(make_event());
+    updated_ = make_event();
+    comm_.depend_on(options.initialized_on);
+    for (device_variable_binding& v : variables_) broadcast(v);
+    plan(options.buckets);
+    record(updated_, comm_.stream(), "the start-up");
+    comm_.barrier();  // waits, within the communicator's deadline, for all of the above
+  }
+
+  ~nccl_executor() {
+    // The events may still be pending; CUDA releases them once they complete.
+    for (cudaEvent_t e : events_) static_cast<void>(cudaEventDestroy(e));
+    if (updated_) static_cast<void>(cudaEventDestroy(updated_));
+  }
+  nccl_executor(const nccl_executor&) = delete;
+  nccl_executor& operator=(const nccl_executor&) = delete;
+
+  /// The index of the variable named `name` (declaration order); binding_error if none.
+  std::size_t index(std::string_view name) const {
+    for (std::size_t i = 0; i < variables_.size(); ++i)
+      if (variables_[i].name == name) return i;
+    throw binding_error("nccl_executor on rank " + std::to_string(comm_.rank()) + ": no variable is named \"" +
+                        std::string(name) + "\"");
+  }
+
+  /// Marks variable `v`'s gradient final once the work queued so far on `stream` is done
+  /// (an event is recorded there; the host does not wait). Its bucket's all-reduce starts
+  /// once every member is marked. Optional: step() marks the rest, but once one variable of
+  /// a step is marked, all must be.
+  void grad_ready(std::size_t v, cudaStream_t stream) {
+    if (v >= variables_.size())
+      throw usage_error("grad_ready(" + std::to_string(v) + ") on rank " + std::to_string(comm_.rank()) + ": the model has " +
+                        std::to_string(variables_.size()) + " variables");
+    if (ready_[v])
+      throw usage_error("grad_ready(\"" + variables_[v].name + "\") called twice in one step; mark each gradient once "
+                        "between steps");
+    ready_[v] = true;
+    marked_ = true;
+    record(events_[v], stream, "grad_ready(\"" + variables_[v].name + "\")");
+    --buckets_[bucket_of_[v]].pending;
+    launch_complete_buckets();
+  }
+  void grad_ready(std::string_view name, cudaStream_t stream) { grad_ready(index(name), stream); }
+
+  /// Ends a step: gradients not marked are taken as produced by the work queued so far on
+  /// `stream`; every remaining bucket is launched, then the averaging and the optimizer are
+  /// enqueued behind the reductions. Returns at once: the update is done when the event
+  /// parameters_ready() waits on has completed.
+  void step(cudaStream_t stream = nullptr) {
+    if (marked_) require_all_ready();
+    for (std::size_t v = 0; v < variables_.size(); ++v)
+      if (!ready_[v]) grad_ready(v, stream);
+    ++updates_;
+    const float scale = 1.0f / static_cast<float>(comm_.size());
+    for (bucket& b : buckets_) std::visit([&](auto& data) { update(b, data, scale); }, b.data);
+    record(updated_, comm_.stream(), "step()");
+    for (bucket& b : buckets_) b.pending = b.members.size();
+    ready_.assign(ready_.size(), false);
+    marked_ = false;
+    launched_ = 0;
+  }
+
+  /// Orders the work queued on `stream` from now on after the last update: call it before
+  /// the forward pass that reads the parameters. It also orders the next gradients' writes
+  /// after this step's reads of them.
+  void parameters_ready(cudaStream_t stream) {
+    nccl::detail::check_cuda(cudaStreamWaitEvent(stream, updated_, 0), "cudaStreamWaitEvent (parameters_ready)",
+                             comm_.rank());
+  }
+
+  /// Blocks the host until everything enqueued so far has finished, within the
+  /// communicator's deadline (nccl::options::timeout): a stalled peer aborts the
+  /// communicator and throws timeout_error instead of hanging.
+  void wait() {
+    nccl::communicator::request r{request_};
+    comm_.wait(r);
+  }
+
+  /// The optimizer's hyper-parameters may change between steps (learning-rate schedules).
+  O& optimizer() { return optimizer_; }
+  std::int64_t updates() const { return updates_; }
+  const std::vector<device_variable_binding>& variables() const { return variables_; }
+  nccl::communicator& communicator() { return comm_; }
+
+ private:
+  /// A bucket's device buffers for gradients of type T.
+  template <class T>
+  struct bucket_data {
+    cuda::bucket_packer<T> grads;
+    cuda::device_buffer<T> wire;  // the packed gradients; the all-reduce runs on it in place
+    detail::device_optimizer_state<O> state;
+    // fp16 and bf16 only: fp32 gradients and master parameters, and the parameters' packer.
+    cuda::device_buffer<float> grad32, master32;
+    std::optional<cuda::bucket_packer<T>> params;
+  };
+
+  struct bucket {
+    std::vector<std::size_t> members, offsets;
+    std::size_t pending;  // members not yet marked this step
+    std::variant<bucket_data<float>, bucket_data<half>, bucket_data<bfloat16>> data;
+  };
+
+  // Kernels launch on the current device, which must be the communicator's.
+  void require_current_device() const {
+    int current = 0;
+    nccl::detail::check_cuda(cudaGetDevice(&current), "cudaGetDevice", comm_.rank());
+    if (current != comm_.device())
+      throw usage_error("nccl_executor on rank " + std::to_string(comm_.rank()) + ": the current CUDA device is " +
+                        std::to_string(current) + " but the communicator's is " + std::to_string(comm_.device()) +
+                        "; call cudaSetDevice(" + std::to_string(comm_.device()) + ") first");
+  }
+
+  void check_bindings() const {
+    std::unordered_set<std::string_view> names;
+    for (const device_variable_binding& v : variables_) {
+      if (!names.insert(v.name).second)
+        throw binding_error("variable \"" + v.name + "\" on rank " + std::to_string(comm_.rank()) +
+                            " is declared twice; give every variable its own name");
+      detail::require_device_memory(v.param, v.bytes(), comm_.device(), comm_.rank(), v.name, "parameter");
+      detail::require_device_memory(v.grad, v.bytes(), comm_.device(), comm_.rank(), v.name, "gradient");
+    }
+  }
+
+  cudaEvent_t make_event() const {
+    cudaEvent_t e = nullptr;
+    nccl::detail::check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags", comm_.rank());
+    return e;
+  }
+
+  void record(cudaEvent_t e, cudaStream_t stream, const std::string& during) const {
+    nccl::detail::check_cuda(cudaEventRecord(e, stream), "cudaEventRecord (" + during + ")", comm_.rank());
+  }
+
+  void broadcast(device_variable_binding& v) {
+    auto bytes = detail::typed<std::byte>(v.param, v.bytes());
+    comm_.broadcast(bytes, 0);
+  }
+
+  template <class T>
+  std::vector<std::span<T>> spans_of(const std::vector<std::size_t>& members, void* device_variable_binding::*buffer) const {
+    std::vector<std::span<T>> spans;
+    for (std::size_t m : members) spans.push_back(detail::typed<T>(variables_[m].*buffer, variables_[m].elements));
+    return spans;
+  }
+
+  void plan(const sync::bucket_options& options) {
+    std::vector<element_type> types;
+    std::vector<std::size_t> elements;
+    for (const device_variable_binding& v : variables_) {
+      types.push_back(v.type);
+      elements.push_back(v.elements);
+    }
+    bucket_of_.resize(variables_.size());
+    for (sync::typed_bucket& planned : sync::plan_device_buckets(types, elements, options)) {
+      for (std::size_t m : planned.layout.members) bucket_of_[m] = buckets_.size();
+      switch (planned.type) {
+        case element_type::fp32: buckets_.push_back(make_bucket<float>(planned.layout)); break;
+        case element_type::fp16: buckets_.push_back(make_bucket<half>(planned.layout)); break;
+        case element_type::bf16: buckets_.push_back(make_bucket<bfloat16>(planned.layout)); break;
+      }
+    }
+  }
+
+  template <class T>
+  bucket make_bucket(const sync::bucket_layout& layout) {
+    const cudaStream_t stream = comm_.stream();
+    const std::size_t n = layout.elements;
+    bucket_data<T> data{cuda::bucket_packer<T>(spans_of<T>(layout.members, &device_variable_binding::grad), stream),
+                        cuda::device_buffer<T>(n, stream),
+                        detail::device_optimizer_state<O>(optimizer_, n, stream),
+                        {},
+                        {},
+                        {}};
+    if constexpr (!std::is_same_v<T, float>) {
+      data.grad32 = cuda::device_buffer<float>(n, stream);
+      data.master32 = cuda::device_buffer<float>(n, stream);
+      data.params.emplace(spans_of<T>(layout.members, &device_variable_binding::param), stream);
+      // The master copy starts as the (broadcast) parameters, exactly: widening is exact.
+      data.params->pack(data.wire.span(), stream);
+      cuda::scaled_widen<T>(data.wire.span(), data.master32.span(), 1.0f, stream);
+    }
+    return {layout.members, layout.offsets, layout.members.size(), std::move(data)};
+  }
+
+  /// Starts, in bucket order, every bucket whose gradients are all marked.
+  void launch_complete_buckets() {
+    for (; launched_ < buckets_.size() && buckets_[launched_].pending == 0; ++launched_) {
+      bucket& b = buckets_[launched_];
+      for (std::size_t m : b.members)
+        nccl::detail::check_cuda(cudaStreamWaitEvent(comm_.stream(), events_[m], 0),
+                                 "cudaStreamWaitEvent (the gradient of \"" + variables_[m].name + "\")", comm_.rank());
+      std::visit(
+          [&](auto& data) {
+            data.grads.pack(data.wire.span(), comm_.stream());
+            request_ = comm_.iallreduce_sum(data.wire.span()).ticket;
+          },
+          b.data);
+    }
+  }
+
+  /// Enqueues a reduced bucket's averaging and update.
+  template <class T>
+  void update(const bucket& b, bucket_data<T>& data, float scale) {
+    const cudaStream_t stream = comm_.stream();
+    if constexpr (std::is_same_v<T, float>) {
+      cuda::scaled_narrow<float>(data.wire.span(), data.wire.span(), scale, stream);  // in place: the average
+      for (std::size_t k = 0; k < b.members.size(); ++k) {
+        const device_variable_binding& v = variables_[b.members[k]];
+        data.state.update(optimizer_, updates_, detail::typed<float>(v.param, v.elements),
+                          data.wire.span().subspan(b.offsets[k], v.elements), b.offsets[k], stream);
+      }
+    } else {
+      // One launch per bucket: master parameters, fp32 gradients and state share its layout.
+      cuda::scaled_widen<T>(data.wire.span(), data.grad32.span(), scale, stream);
+      data.state.update(optimizer_, updates_, data.master32.span(), data.grad32.span(), 0, stream);
+      cuda::scaled_narrow<T>(data.master32.span(), data.wire.span(), 1.0f, stream);
+      data.params->unpack(data.wire.span(), stream);
+    }
+  }
+
+  void require_all_ready() const {
+    for (std::size_t i = 0; i < ready_.size(); ++i)
+      if (!ready_[i])
+        throw usage_error("step() on rank " + std::to_string(comm_.rank()) + ": the gradient of \"" + variables_[i].name +
+                          "\" was never marked ready, but others were; call grad_ready for every variable in a step, "
+                          "or for none");
+  }
+
+  nccl::communicator comm_;
+  std::vector<device_variable_binding> variables_;
+  O optimizer_;
+  std::vector<bool> ready_;
+  bool marked_ = false;
+  std::vector<cudaEvent_t> events_;  // one per variable: its gradient is final
+  cudaEvent_t updated_ = nullptr;    // the last update (or the start-up) is done
+  std::vector<bucket> buckets_;      // in launch order
+  std::vector<std::size_t> bucket_of_;
+  std::size_t launched_ = 0;  // buckets launched this step (a prefix)
+  std::int64_t updates_ = 0;
+  std::uint64_t request_ = 0;  // the last collective's ticket
+};
+
+}  // namespace strata

@@ -1,0 +1,101 @@
+#pragma once
+// A variable over device memory: the user's parameter and gradient buffers on a GPU, in
+// fp32, fp16 or bf16, for the nccl backend's executor (exec/nccl_executor.cuh). Plain C++
+// (no CUDA header, no fmt): the declaration checks what needs no device, so it is tested on
+// the CPU; whether the pointers are device memory is checked by the executor, which knows
+// the GPU and the rank.
+#include <cstddef>
+#include <functional>
+#include <numeric>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "strata/error.hpp"
+#include "strata/numeric/float16.hpp"
+#include "strata/strategy/strategy.hpp"
+
+namespace strata {
+
+/// The element type of a device variable's parameter and gradient.
+enum class element_type { fp32, fp16, bf16 };
+
+template <class T>
+concept DeviceElement = std::is_same_v<T, float> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+
+template <DeviceElement T>
+constexpr element_type element_type_of() {
+  if constexpr (std::is_same_v<T, float>) return element_type::fp32;
+  else if constexpr (std::is_same_v<T, half>) return element_type::fp16;
+  else return element_type::bf16;
+}
+
+constexpr std::size_t element_bytes(element_type t) { return t == element_type::fp32 ? 4 : 2; }
+
+constexpr std::string_view element_type_name(element_type t) {
+  return t == element_type::fp32 ? "fp32" : t == element_type::fp16 ? "fp16" : "bf16";
+}
+
+/// The strategies the nccl executor runs: replicated, dense, unpartitioned, averaged with
+/// the backend's own all-reduce (ncclAllReduce), uncompressed.
+template <class S>
+concept NcclDataParallelStrategy =
+    CanonicalStrategy<S> &&
+    (S::descriptor.placement == placement_kind::replicate ||
+     detail::unsatisfied<"the nccl executor runs Replicate strategies only; PS<N> needs a host backend "
+                         "(see docs/compatibility.md)">()) &&
+    (!S::descriptor.sparse_rows ||
+     detail::unsatisfied<"the nccl executor runs dense gradients only; SparseRows needs a host backend "
+                         "(see docs/compatibility.md)">()) &&
+    (!S::descriptor.partitioned() ||
+     detail::unsatisfied<"the nccl executor does not partition variables yet (see docs/compatibility.md)">()) &&
+    (S::descriptor.collective == collective_kind::native ||
+     detail::unsatisfied<"the nccl executor runs AllReduce<Native> (ncclAllReduce) only (see "
+                         "docs/compatibility.md)">()) &&
+    (S::descriptor.codec == codec_kind::none ||
+     detail::unsatisfied<"the nccl executor does not compress gradients yet (see docs/compatibility.md)">());
+
+/// What the nccl executor sees of a variable.
+struct device_variable_binding {
+  std::string name;
+  std::vector<std::size_t> shape;
+  void* param = nullptr;
+  void* grad = nullptr;
+  std::size_t elements = 0;
+  element_type type = element_type::fp32;
+
+  std::size_t bytes() const { return elements * element_bytes(type); }
+};
+
+namespace detail {
+
+inline std::string shape_text(std::span<const std::size_t> shape) {
+  std::string text;
+  for (std::size_t d : shape) text += (text.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + text + "]";
+}
+
+}  // namespace detail
+
+/// Declares a variable over device memory with strategy `S`, e.g.
+/// `device_variable<Dense>("fc1.weight", w, gw, {256, 784})` with `w` and `gw` spans of
+/// float, half or bfloat16 on the GPU. Throws binding_error, naming the variable, when a
+/// buffer does not hold exactly the shape's number of elements.
+template <NcclDataParallelStrategy S, DeviceElement T, std::size_t Rank>
+device_variable_binding device_variable(std::string name, std::span<T> param, std::span<T> grad,
+                                        const std::size_t (&shape)[Rank]) {
+  const std::size_t elements = std::accumulate(shape, shape + Rank, std::size_t{1}, std::multiplies<>());
+  for (const auto& [buffer, what] : {std::pair{param.size(), "parameter"}, std::pair{grad.size(), "gradient"}})
+    if (buffer != elements)
+      throw binding_error("variable \"" + name + "\": the " + what + " buffer holds " + std::to_string(buffer) + " " +
+                          std::string(element_type_name(element_type_of<T>())) + " elements but shape " +
+                          detail::shape_text(shape) + " needs " + std::to_string(elements) +
+                          "; bind a buffer of exactly that size");
+  return {std::move(name), std::vector<std::size_t>(shape, shape + Rank), param.data(), grad.data(), elements,
+          element_type_of<T>()};
+}
+
+}  // namespace strata

@@ -1,0 +1,239 @@
+// The nccl executor on one rank, without MPI: its updates against the host optimizers on
+// the same data (fp32 to rounding, since nvcc fuses multiply-adds; fp16 and bf16 to one unit
+// in the last place of their type), grad_ready's ordering after a user stream's work,
+// step() returning while the device is busy, and the binding and usage errors. Exits with
+// STRATA_GPU_SKIP_CODE when there is no GPU.
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "gpu_test.hpp"
+#include "strata/cuda/device.cuh"
+#include "strata/exec/nccl_executor.cuh"
+
+namespace {
+
+using namespace strata;
+using gpu_test::expect;
+using gpu_test::expect_throws;
+using Dense = Strategy<Replicate, AllReduce<Native>>;
+
+// Small buckets, so a handful of variables fill several.
+constexpr nccl_executor_options several_buckets{.buckets = {.first_bucket_bytes = 64, .bucket_bytes = 8192}};
+
+/// Deterministic values in [-1, 1).
+std::vector<float> values(std::size_t n, std::uint32_t seed) {
+  std::vector<float> v(n);
+  for (float& x : v) {
+    seed = seed * 1664525u + 1013904223u;
+    x = static_cast<float>(seed >> 8) / static_cast<float>(1u << 23) - 1.0f;
+  }
+  return v;
+}
+
+template <class T>
+std::vector<T> rounded(const std::vector<float>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+
+template <class T>
+std::vector<float> widened(const std::vector<T>& v) {
+  return std::vector<float>(v.begin(), v.end());
+}
+
+/// One variable: its device buffers and the host's reference of the same update (fp32
+/// master parameters and optimizer state).
+template <class T, class O>
+struct tracked {
+  std::string name;
+  std::size_t size;
+  cuda::device_buffer<T> param, grad;
+  std::vector<float> master;
+  typename O::state state;
+
+  tracked(std::string n, std::size_t elements, const O& opt, std::uint32_t seed)
+      : name(std::move(n)), size(elements), param(gpu_test::to_device(rounded<T>(values(elements, seed)))),
+        grad(elements, nullptr), master(widened(rounded<T>(values(elements, seed)))), state(opt.make_state(elements)) {
+    STRATA_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  }
+
+  device_variable_binding binding() { return device_variable<Dense>(name, param.span(), grad.span(), {size}); }
+
+  /// This step's gradient (the same on device and host), written on the null stream.
+  std::vector<T> set_gradient(std::uint32_t seed) {
+    std::vector<T> g = rounded<T>(values(size, seed));
+    STRATA_CUDA_CHECK(cudaMemcpy(grad.data(), g.data(), size * sizeof(T), cudaMemcpyHostToDevice));
+    return g;
+  }
+
+  void host_update(const O& opt, const std::vector<T>& g, std::int64_t step) {
+    opt.update(master, widened(g), state, step);
+  }
+
+  /// The device's parameters equal the host's to `tolerance`, and the gradient was only read.
+  void compare(const std::vector<T>& g, float tolerance, const std::string& what) {
+    gpu_test::expect_near(widened(gpu_test::to_host(param)), widened(rounded<T>(master)), tolerance,
+                          what + ": parameters of " + name);
+    const std::vector<T> after = gpu_test::to_host(grad);
+    gpu_test::expect_equal(std::span<const T>(after), std::span<const T>(g), what + ": gradient of " + name + " untouched");
+  }
+};
+
+/// Two steps of a model of three fp32 variables and one of each 16-bit type, against the
+/// host: the first marks nothing (step() takes every gradient from the null stream), the
+/// second marks every gradient on a stream of its own, in backward order.
+template <class O>
+void matches_host(const O& opt, const std::string& what) {
+  tracked<float, O> a("a", 1000, opt, 1), b("b", 7, opt, 2), c("c", 4097, opt, 3);
+  tracked<strata::half, O> h("h", 513, opt, 4);
+  tracked<bfloat16, O> bf("bf", 300, opt, 5);
+  nccl_executor exec(nccl::communicator::single_process(0), {a.binding(), h.binding(), b.binding(), bf.binding(), c.binding()},
+                     opt, several_buckets);
+  cudaStream_t stream = nullptr;
+  STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (std::int64_t step = 1; step <= 2; ++step) {
+    const auto seed = static_cast<std::uint32_t>(100 * step);
+    const auto ga = a.set_gradient(seed + 1), gb = b.set_gradient(seed + 2), gc = c.set_gradient(seed + 3);
+    const auto gh = h.set_gradient(seed + 4);
+    const auto gbf = bf.set_gradient(seed + 5);
+    if (step == 1) {
+      exec.step();
+    } else {
+      for (const char* name : {"c", "bf", "b", "h", "a"}) exec.grad_ready(name, stream);
+      exec.step(stream);
+    }
+    exec.parameters_ready(stream);
+    STRATA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    a.host_update(opt, ga, step), b.host_update(opt, gb, step), c.host_update(opt, gc, step);
+    h.host_update(opt, gh, step);
+    bf.host_update(opt, gbf, step);
+    const std::string at = what + ", step " + std::to_string(step);
+    a.compare(ga, 1e-5f, at), b.compare(gb, 1e-5f, at), c.compare(gc, 1e-5f, at);
+    h.compare(gh, 1.0f / 1024, at);  // one unit in the last place of half near 1
+    bf.compare(gbf, 1.0f / 128, at);
+  }
+  expect(exec.updates() == 2, what + ": two updates");
+  exec.wait();
+  STRATA_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+__global__ void sleep_kernel(unsigned milliseconds) {
+  for (unsigned i = 0; i < milliseconds; ++i) __nanosleep(1000000);
+}
+
+/// grad_ready(v, stream) orders the reduction after the stream's work: the gradient is
+/// copied in on the user's stream only after a 100 ms kernel, and the update still sees it.
+void waits_for_the_user_stream() {
+  const optim::sgd opt{.lr = 0.5f};
+  tracked<float, optim::sgd> a("a", 4096, opt, 7);
+  nccl_executor exec(nccl::communicator::single_process(0), {a.binding()}, opt);
+  const std::vector<float> g = values(a.size, 8);
+  const auto source = gpu_test::to_device(g);
+  STRATA_CUDA_CHECK(cudaMemset(a.grad.data(), 0, a.size * sizeof(float)));
+  STRATA_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaStream_t user = nullptr;
+  STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking));
+  sleep_kernel<<<1, 1, 0, user>>>(100);
+  STRATA_CUDA_CHECK(cudaGetLastError());
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(a.grad.data(), source.data(), a.size * sizeof(float), cudaMemcpyDeviceToDevice, user));
+  exec.grad_ready("a", user);
+  exec.step(user);
+  exec.parameters_ready(user);
+  STRATA_CUDA_CHECK(cudaStreamSynchronize(user));
+  a.host_update(opt, g, 1);
+  a.compare(g, 1e-5f, "a gradient written late on the user's stream");
+  STRATA_CUDA_CHECK(cudaStreamDestroy(user));
+}
+
+/// Spins until the host sets `*flag` (mapped host memory) or about two seconds pass, and
+/// reports which.
+__global__ void wait_for_host(const volatile int* flag, int* released) {
+  int seen = 0;
+  for (int i = 0; i < 2000000 && !(seen = *flag); ++i) __nanosleep(1000);
+  *released = seen;
+}
+
+/// step() returns while the user's stream is still busy: a device-wide synchronize in it
+/// would wait for the kernel, which only the host can release after step() has returned.
+void step_does_not_block() {
+  const optim::sgd opt{.lr = 0.1f};
+  tracked<float, optim::sgd> a("a", 256, opt, 9);
+  nccl_executor exec(nccl::communicator::single_process(0), {a.binding()}, opt);
+  int* flag = nullptr;
+  STRATA_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&flag), 2 * sizeof(int), cudaHostAllocMapped));
+  flag[0] = flag[1] = 0;
+  int* device_flag = nullptr;
+  STRATA_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_flag), flag, 0));
+  cudaStream_t user = nullptr;
+  STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking));
+  wait_for_host<<<1, 1, 0, user>>>(device_flag, device_flag + 1);
+  STRATA_CUDA_CHECK(cudaGetLastError());
+  exec.grad_ready("a", user);
+  exec.step(user);
+  *static_cast<volatile int*>(flag) = 1;
+  exec.wait();
+  STRATA_CUDA_CHECK(cudaStreamSynchronize(user));
+  expect(static_cast<volatile int*>(flag)[1] == 1, "step() returned before the user's stream finished");
+  STRATA_CUDA_CHECK(cudaStreamDestroy(user));
+  STRATA_CUDA_CHECK(cudaFreeHost(flag));
+}
+
+/// Host memory bound as device memory, and an executor used out of order, are named.
+void errors() {
+  const optim::sgd opt{};
+  std::vector<float> host(16);
+  cuda::device_buffer<float> grad(16, nullptr), param(16, nullptr);
+  auto make = [&](std::vector<device_variable_binding> variables) {
+    return nccl_executor(nccl::communicator::single_process(0), std::move(variables), opt);
+  };
+  expect_throws<binding_error>(
+      [&] { make({device_variable<Dense>("host.weight", std::span<float>(host), grad.span(), {16})}); },
+      {"\"host.weight\"", "rank 0", "parameter", "host memory", "device memory of GPU 0"}, "a pageable host parameter");
+  float* pinned = nullptr;
+  STRATA_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned), 16 * sizeof(float)));
+  expect_throws<binding_error>(
+      [&] { make({device_variable<Dense>("pinned.bias", param.span(), std::span<float>(pinned, 16), {16})}); },
+      {"\"pinned.bias\"", "rank 0", "gradient", "pinned host memory"}, "a pinned host gradient");
+  STRATA_CUDA_CHECK(cudaFreeHost(pinned));
+  cuda::device_buffer<float> other_param(16, nullptr), other_grad(16, nullptr);
+  expect_throws<binding_error>(
+      [&] {
+        make({device_variable<Dense>("w", param.span(), grad.span(), {16}),
+              device_variable<Dense>("w", other_param.span(), other_grad.span(), {16})});
+      },
+      {"\"w\"", "declared twice"}, "a name declared twice");
+
+  auto twice = make({device_variable<Dense>("w", param.span(), grad.span(), {16}),
+                     device_variable<Dense>("v", other_param.span(), other_grad.span(), {16})});
+  twice.grad_ready("w", nullptr);
+  expect_throws<usage_error>([&] { twice.grad_ready("w", nullptr); }, {"\"w\"", "twice"}, "grad_ready twice");
+  expect_throws<usage_error>([&] { twice.step(); }, {"\"v\"", "never marked"}, "a step with one gradient unmarked");
+  expect_throws<binding_error>([&] { twice.index("nothing"); }, {"\"nothing\"", "rank 0"}, "an unknown name");
+}
+
+}  // namespace
+
+int main() {
+  try {
+    if (!cuda::device_available()) {
+      std::puts("no CUDA device: skipped");
+      return STRATA_GPU_SKIP_CODE;
+    }
+    STRATA_CUDA_CHECK(cudaSetDevice(0));
+    matches_host(optim::sgd{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f}, "sgd with momentum");
+    matches_host(optim::sgd{.lr = 0.1f}, "plain sgd");
+    matches_host(optim::adam{.lr = 0.01f, .weight_decay = 0.01f}, "adam");
+    waits_for_the_user_stream();
+    step_does_not_block();
+    errors();
+  } catch (const std::exception& e) {
+    std::printf("FAILED with an exception: %s\n", e.what());
+    return 1;
+  }
+  std::printf("%s\n", gpu_test::failures == 0 ? "all passed" : "some checks FAILED");
+  return gpu_test::failures == 0 ? 0 : 1;
+}
