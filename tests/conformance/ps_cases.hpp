@@ -4,6 +4,7 @@
 // order and expected values are known in closed form.
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <thread>
@@ -254,6 +255,61 @@ void ps_optimizer_state_is_sharded(Context& ctx, server_assignment servers) {
   for (std::size_t i = 0; i < w.size(); ++i)
     expect(std::abs(w[i] - reference[i]) <= 1e-6f, "rank {}: w[{}] = {} but the local optimizer gives {}", rank, i, w[i],
            reference[i]);
+}
+
+/// The parameter server's checkpoint model: a dense variable on uneven shards and a sparse
+/// table, both BSP, Adam and Adagrad on the servers. Every rank gives the same gradients, so
+/// the trajectory is the same on any number of ranks (up to rounding). Trains `before`
+/// updates, saves (if `save`), trains `after` more, and returns the final values (the whole
+/// table pulled). With `restore`, it first restores and counts from there.
+template <CommContext Context>
+std::vector<float> train_ps_checkpointed(Context& ctx, int before, int after, const ckpt::store* restore,
+                                         const ckpt::store* save,
+                                         server_assignment servers = server_assignment::least_loaded) {
+  using Dense = Strategy<PS<3>, Partition<0>>;
+  using Sparse = Strategy<PS<2>, Partition<0>, SparseRows>;
+  std::vector<float> w(7 * 5, 0.25f), gw(7 * 5), table(10 * 3, 0.5f);
+  model_of<Dense, Sparse> m;
+  m.add(variable<Dense>("w", w, gw, {7, 5}));
+  m.add(variable<Sparse>("emb", table, {}, {10, 3}));
+  auto exec = make_executor(ctx, m, optim::dense_and_sparse<optim::adam, optim::adagrad>{{.lr = 0.05f}, {.lr = 0.2f}},
+                            {.ps_servers = servers});
+  if (restore && !exec.restore_checkpoint(*restore)) throw std::runtime_error("no checkpoint to restore");
+  const std::vector<std::uint32_t> rows = {1, 4, 4, 7};
+  auto update = [&] {
+    const auto u = static_cast<float>(exec.updates() + 1);
+    for (std::size_t i = 0; i < gw.size(); ++i) gw[i] = std::sin(static_cast<float>(i) + u);
+    std::vector<float> values(rows.size() * 3);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = std::cos(static_cast<float>(i) * u);
+    exec.pull(variable_id{1}, rows);
+    exec.sparse_gradient(variable_id{1}, rows, values);
+    exec.step();
+  };
+  for (int u = 0; u < before; ++u) update();
+  if (save) exec.save_checkpoint(*save);
+  for (int u = 0; u < after; ++u) update();
+  std::vector<std::uint32_t> all(10);
+  std::iota(all.begin(), all.end(), 0u);
+  exec.pull(variable_id{1}, all);
+  w.insert(w.end(), table.begin(), table.end());
+  return w;
+}
+
+/// A PS checkpoint taken with the shards balanced over the ranks restores into an executor
+/// that hosts them all on rank 0, and the run continues exactly as if never interrupted;
+/// a fresh start ends elsewhere. `folder` must be empty and seen by every rank.
+template <CommContext Context>
+void ps_checkpoint_restores_into_another_placement(Context& ctx, const std::filesystem::path& folder) {
+  const int rank = ctx.collectives().rank();
+  const ckpt::store store(folder);
+  const std::vector<float> uninterrupted = train_ps_checkpointed(ctx, 3, 3, nullptr, &store);
+  const std::vector<float> resumed =
+      train_ps_checkpointed(ctx, 0, 3, &store, nullptr, server_assignment::first_server);
+  for (std::size_t i = 0; i < uninterrupted.size(); ++i)
+    expect(resumed[i] == uninterrupted[i], "rank {}: value {} is {} after the restore, {} uninterrupted", rank, i,
+           resumed[i], uninterrupted[i]);
+  const std::vector<float> fresh = train_ps_checkpointed(ctx, 0, 3, nullptr, nullptr, server_assignment::first_server);
+  expect(fresh != uninterrupted, "rank {}: a fresh start ended where the restored run did: the restore did nothing", rank);
 }
 
 /// A worker held back by SSP sleeps: rank 0 runs ahead until SSP<1> blocks it while the last

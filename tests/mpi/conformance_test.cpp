@@ -1,5 +1,8 @@
 // The loopback conformance cases, now across real processes.
+#include <filesystem>
+
 #include <catch2/catch.hpp>
+#include <unistd.h>
 
 #include "conformance/cases.hpp"
 #include "conformance/ps_cases.hpp"
@@ -102,6 +105,16 @@ TEST_CASE("mpi: server-side optimizers match the local optimizer on the mean gra
 TEST_CASE("mpi: PS optimizer state is sharded over the servers (balanced, or all on rank 0)", "[mpi][ps]") {
   CHECK_NOTHROW(conformance::ps_optimizer_state_is_sharded(*context, server_assignment::least_loaded));
   CHECK_NOTHROW(conformance::ps_optimizer_state_is_sharded(*context, server_assignment::first_server));
+}
+
+TEST_CASE("mpi: a PS checkpoint saved by every host restores into another shard placement", "[mpi][ps][checkpoint]") {
+  // One folder for all ranks, named after rank 0's process.
+  std::int64_t pid = ::getpid();
+  context->control().broadcast(std::as_writable_bytes(std::span(&pid, 1)), 0);
+  const auto folder = std::filesystem::temp_directory_path() / fmt::format("strata-mpi-ps-ckpt-{}", pid);
+  CHECK_NOTHROW(conformance::ps_checkpoint_restores_into_another_placement(*context, folder));
+  context->control().barrier();
+  if (context->rank() == 0) std::filesystem::remove_all(folder);
 }
 
 TEST_CASE("mpi: sparse rows combine duplicates and average over ranks", "[mpi][ps]") {

@@ -9,7 +9,7 @@
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
-#include "conformance/cases.hpp"
+#include "conformance/ps_cases.hpp"
 
 using namespace strata;
 namespace fs = std::filesystem;
@@ -286,44 +286,15 @@ TEST_CASE("checkpoints are taken between updates only", "[checkpoint][usage]") {
 
 namespace {
 
-/// The parameter server's checkpoint test model: a dense variable on uneven shards and a
-/// sparse table, both BSP, Adam and Adagrad on the servers. Every rank gives the same
-/// gradients, so the trajectory is the same on any number of ranks (up to rounding).
-/// Trains `before` updates, saves (if `save`), trains `after` more, and returns the final
-/// values (the whole table pulled). With `restore`, it first restores and counts from there.
+/// Rank 0's values after conformance::train_ps_checkpointed on `ranks` loopback ranks.
 std::vector<float> train_ps(int ranks, int before, int after, const ckpt::store* restore, const ckpt::store* save) {
   std::vector<float> result;
   std::mutex mutex;
   loopback::run(ranks, [&](loopback::context& ctx) {
-    using Dense = Strategy<PS<3>, Partition<0>>;
-    using Sparse = Strategy<PS<2>, Partition<0>, SparseRows>;
-    std::vector<float> w(7 * 5, 0.25f), gw(7 * 5), table(10 * 3, 0.5f);
-    model_of<Dense, Sparse> m;
-    m.add(variable<Dense>("w", w, gw, {7, 5}));
-    m.add(variable<Sparse>("emb", table, {}, {10, 3}));
-    auto exec = make_executor(ctx, m, optim::dense_and_sparse<optim::adam, optim::adagrad>{{.lr = 0.05f}, {.lr = 0.2f}});
-    if (restore && !exec.restore_checkpoint(*restore)) throw std::runtime_error("no checkpoint to restore");
-    const std::vector<std::uint32_t> rows = {1, 4, 4, 7};
-    auto update = [&] {
-      const auto u = static_cast<float>(exec.updates() + 1);
-      for (std::size_t i = 0; i < gw.size(); ++i) gw[i] = std::sin(static_cast<float>(i) + u);
-      std::vector<float> values(rows.size() * 3);
-      for (std::size_t i = 0; i < values.size(); ++i) values[i] = std::cos(static_cast<float>(i) * u);
-      exec.pull(variable_id{1}, rows);
-      exec.sparse_gradient(variable_id{1}, rows, values);
-      exec.step();
-    };
-    for (int u = 0; u < before; ++u) update();
-    if (save) exec.save_checkpoint(*save);
-    for (int u = 0; u < after; ++u) update();
-    std::vector<std::uint32_t> all(10);
-    std::iota(all.begin(), all.end(), 0u);
-    exec.pull(variable_id{1}, all);
-    if (ctx.collectives().rank() == 0) {
-      std::lock_guard lock(mutex);
-      result = w;
-      result.insert(result.end(), table.begin(), table.end());
-    }
+    std::vector<float> values = conformance::train_ps_checkpointed(ctx, before, after, restore, save);
+    if (ctx.collectives().rank() != 0) return;
+    std::lock_guard lock(mutex);
+    result = std::move(values);
   });
   return result;
 }
@@ -345,5 +316,14 @@ TEST_CASE("parameter-server state is checkpointed by its hosts and restores into
     }
     // The restore really mattered: a fresh start ends elsewhere.
     CHECK(train_ps(to, 0, 3, nullptr, nullptr) != uninterrupted);
+  }
+}
+
+TEST_CASE("a parameter-server checkpoint restores into another shard placement", "[checkpoint][ps]") {
+  for (int ranks : {2, 3}) {
+    temporary_folder folder;
+    CHECK_NOTHROW(loopback::run(ranks, [&](loopback::context& ctx) {
+      conformance::ps_checkpoint_restores_into_another_placement(ctx, folder.path);
+    }));
   }
 }
