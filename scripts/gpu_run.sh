@@ -11,15 +11,19 @@
 # bundled or fetched on a machine without a package registry. Where NCCL is installed
 # (nccl.h and libnccl next to the toolkit), the nccl backend's one-rank tests (gpu.nccl,
 # gpu.nccl_executor) are built and run with the kernel tests, and the nccl_step benchmark
-# after gpu_kernels; none of them needs MPI.
+# after gpu_kernels; none of them needs MPI. Where cuDNN, CLI11 and zlib are found too, the
+# CNN example (examples/fashion_mnist_cnn) trains for 15 epochs on one GPU and must reach
+# 91.6% test accuracy (Fashion-MNIST's own table for 2 conv + pooling; 93% is the hope).
 #
 # Environment: STRATA_CUDA_ARCHITECTURES (default 90: H100/H200), BUILD_DIR (default
 # build-gpu-run), JOBS (default: all cores).
 #
 # Logs: nvidia-smi.log, configure.log, build.log, ctest.log, gpu_kernels.log, nccl_step.log
-# (where NCCL was found), and summary.txt with the benchmarks' "summary:" lines. Exits non-zero when the build or a GPU
-# test fails, or when the tests were skipped: on this machine a skip means the GPU or its
-# driver was not usable (see ctest.log).
+# (where NCCL was found), fashion_mnist_cnn.log (where the example was built), and
+# summary.txt with the benchmarks' and the example's "summary:" lines. Exits non-zero when
+# the build or a GPU test fails, when the CNN stays below its target, or when the tests
+# were skipped: on this machine a skip means the GPU or its driver was not usable (see
+# ctest.log).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 logs="$(realpath -m "${1:-gpu-logs}")"
@@ -56,5 +60,12 @@ for benchmark in gpu_kernels nccl_step; do
   "$build/benchmarks/$benchmark" 2>&1 | tee "$logs/$benchmark.log" || status=1
   grep "^summary:" "$logs/$benchmark.log" >>"$logs/summary.txt" || status=1
 done
+
+cnn="$build/examples/fashion_mnist_cnn/fashion_mnist_cnn"
+if [[ -x "$cnn" ]]; then
+  echo "training the CNN example ..."
+  "$cnn" --epochs 15 --min-accuracy 0.916 2>&1 | tee "$logs/fashion_mnist_cnn.log" || status=1
+  grep "^summary:" "$logs/fashion_mnist_cnn.log" >>"$logs/summary.txt" || status=1
+fi
 echo "logs in $logs"
 exit "$status"
