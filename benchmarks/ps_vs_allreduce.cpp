@@ -54,17 +54,19 @@ int main(int argc, char** argv) {
     const auto rows = std::max<std::size_t>(1, static_cast<std::size_t>(mib * (1 << 20) / 4 / 256 / tensors));
     std::vector<bench::tensor_shape> shapes;
     for (int i = 0; i < tensors; ++i) shapes.push_back({fmt::format("layer{}.weight", i), {rows, 256}});
-    const optim::sgd sgd{.lr = 1e-6f};
-    bench::executor_model<Strategy<PS<4>, Partition<0>>, optim::sgd> ps(ctx, shapes, sgd, {}, 0.5f, 1e-3f);
-    bench::executor_model<Strategy<AllReduce<Ring>>, optim::sgd> allreduce(ctx, shapes, sgd, {}, 0.5f, 1e-3f);
-    std::vector<bench::contender> contenders = {{"parameter server", [&] { ps.step(); }},
-                                                {"all-reduce", [&] { allreduce.step(); }}};
-    bench::interleave(contenders, rounds, 3, [&] { ctx.control().barrier(); });
-    const double ps_ms = 1e3 * bench::median(contenders[0].seconds), allreduce_ms = 1e3 * bench::median(contenders[1].seconds);
-    if (ctx.rank() == 0)
-      fmt::print("  {:6.2f} MiB  parameter server {:8.2f} ms  all-reduce {:8.2f} ms  ps/all-reduce {:.2f}\n",
-                 static_cast<double>(tensors * rows * 256 * 4) / (1 << 20), ps_ms, allreduce_ms, ps_ms / allreduce_ms);
-    ratios.push_back(fmt::format("ps_over_allreduce_{}MiB={:.2f}", mib, ps_ms / allreduce_ms));
+    {  // one parameter-server executor per context at a time: these go before the next
+      const optim::sgd sgd{.lr = 1e-6f};
+      bench::executor_model<Strategy<PS<4>, Partition<0>>, optim::sgd> ps(ctx, shapes, sgd, {}, 0.5f, 1e-3f);
+      bench::executor_model<Strategy<AllReduce<Ring>>, optim::sgd> allreduce(ctx, shapes, sgd, {}, 0.5f, 1e-3f);
+      std::vector<bench::contender> contenders = {{"parameter server", [&] { ps.step(); }},
+                                                  {"all-reduce", [&] { allreduce.step(); }}};
+      bench::interleave(contenders, rounds, 3, [&] { ctx.control().barrier(); });
+      const double ps_ms = 1e3 * bench::median(contenders[0].seconds), allreduce_ms = 1e3 * bench::median(contenders[1].seconds);
+      if (ctx.rank() == 0)
+        fmt::print("  {:6.2f} MiB  parameter server {:8.2f} ms  all-reduce {:8.2f} ms  ps/all-reduce {:.2f}\n",
+                   static_cast<double>(tensors * rows * 256 * 4) / (1 << 20), ps_ms, allreduce_ms, ps_ms / allreduce_ms);
+      ratios.push_back(fmt::format("ps_over_allreduce_{}MiB={:.2f}", mib, ps_ms / allreduce_ms));
+    }
 
     const optim::adam adam{.lr = 1e-6f};
     bench::executor_model<Strategy<PS<4>, Partition<0>>, optim::adam> ps_adam(ctx, shapes, adam);

@@ -192,6 +192,28 @@ TEST_CASE("bad parameter-server requests are refused with the variable's name", 
                                     "pull and sparse_gradient are for sparse tables"));
 }
 
+TEST_CASE("a second live PS executor on one context is refused, not left to hang", "[ps][errors]") {
+  std::atomic<int> refused{0};
+  loopback::run(2, [&](loopback::context& ctx) {
+    std::vector<float> a(4), ga(4, 1.0f), b(4), gb(4, 1.0f);
+    auto first_model = make_model(variable<Strategy<PS<1>>>("a", a, ga, {4}));
+    auto second_model = make_model(variable<Strategy<PS<1>>>("b", b, gb, {4}));
+    {
+      auto first = make_executor(ctx, first_model, optim::sgd{.lr = 0.1f});
+      try {
+        auto second = make_executor(ctx, second_model, optim::sgd{.lr = 0.1f});
+      } catch (const usage_error& e) {
+        if (std::string_view(e.what()).find("another executor with parameter-server variables") != std::string_view::npos)
+          ++refused;
+      }
+      first.step();
+    }
+    auto after = make_executor(ctx, second_model, optim::sgd{.lr = 0.1f});  // the first is gone: allowed
+    after.step();
+  });
+  CHECK(refused == 2);
+}
+
 TEST_CASE("a worker that stops pushing is named in a timeout, not a hang", "[ps][timeout]") {
   CHECK_THROWS_WITH(loopback::run(3,
                                   [](loopback::context& ctx) {

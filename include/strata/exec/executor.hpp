@@ -361,7 +361,15 @@ class executor<Context, model<Strategies...>, O> {
     announce();
     std::future<void> done = thread_->submit(std::forward<F>(f));
     if (done.wait_for(options_.timeout) == std::future_status::timeout) give_up(doing);
-    done.get();
+    try {
+      done.get();
+    } catch (...) {
+      // Every rank announced before `f`, so the announcements can be received; leaving them
+      // would leave a send from a buffer that is about to go away and a message that the next
+      // executor on this context would take for its own.
+      collect_announcements();
+      throw;
+    }
     collect_announcements();
   }
 
