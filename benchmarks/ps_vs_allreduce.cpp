@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
     const auto rows = std::max<std::size_t>(1, static_cast<std::size_t>(mib * (1 << 20) / 4 / 256 / tensors));
     std::vector<bench::tensor_shape> shapes;
     for (int i = 0; i < tensors; ++i) shapes.push_back({fmt::format("layer{}.weight", i), {rows, 256}});
-    {  // one parameter-server executor per context at a time: these go before the next
+    {  // the timed executors and their buffers are gone before the next pair is made
       const optim::sgd sgd{.lr = 1e-6f};
       bench::executor_model<Strategy<PS<4>, Partition<0>>, optim::sgd> ps(ctx, shapes, sgd, {}, 0.5f, 1e-3f);
       bench::executor_model<Strategy<AllReduce<Ring>>, optim::sgd> allreduce(ctx, shapes, sgd, {}, 0.5f, 1e-3f);

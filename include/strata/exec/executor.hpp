@@ -197,8 +197,9 @@ class executor<Context, model<Strategies...>, O> {
     });
   }
 
-  /// SparseRows variables: this micro-batch's gradient of variable `v` as rows (they may repeat: their values add) and their values, row after row. A variable
-  /// given no rows pushes none (its servers still hear that this worker's update is done).
+  /// SparseRows variables: this micro-batch's gradient of variable `v` as rows (they may
+  /// repeat: their values add) and their values, row after row. A variable given no rows
+  /// pushes none (its servers still hear that this worker's update is done).
   void sparse_gradient(variable_id v, std::span<const std::uint32_t> rows, std::span<const float> values) {
     visit_sparse(v, "sparse_gradient", [&](auto& s, std::size_t local) { s.sparse_gradient(local, rows, values); });
   }
