@@ -13,13 +13,14 @@
 # gpu.nccl_executor) are built and run with the kernel tests, and the nccl_step benchmark
 # after gpu_kernels; none of them needs MPI. Where cuDNN, CLI11 and zlib are found too, the
 # CNN example (examples/fashion_mnist_cnn) trains for 15 epochs on one GPU and must reach
-# 91.6% test accuracy (Fashion-MNIST's own table for 2 conv + pooling; 93% is the hope).
+# 91.6% test accuracy (Fashion-MNIST's own table for 2 conv + pooling; 93% is the hope),
+# once replicated and once with its fully connected layers on the parameter server (--ps).
 #
 # Environment: STRATA_CUDA_ARCHITECTURES (default 90: H100/H200), BUILD_DIR (default
 # build-gpu-run), JOBS (default: all cores).
 #
 # Logs: nvidia-smi.log, configure.log, build.log, ctest.log, gpu_kernels.log, nccl_step.log
-# (where NCCL was found), fashion_mnist_cnn.log (where the example was built), and
+# (where NCCL was found), fashion_mnist_cnn_{replicated,ps}.log (where the example was built), and
 # summary.txt with the benchmarks' and the example's "summary:" lines. Exits non-zero when
 # the build or a GPU test fails, when the CNN stays below its target, or when the tests
 # were skipped: on this machine a skip means the GPU or its driver was not usable (see
@@ -63,9 +64,13 @@ done
 
 cnn="$build/examples/fashion_mnist_cnn/fashion_mnist_cnn"
 if [[ -x "$cnn" ]]; then
-  echo "training the CNN example ..."
-  "$cnn" --epochs 15 --min-accuracy 0.916 2>&1 | tee "$logs/fashion_mnist_cnn.log" || status=1
-  grep "^summary:" "$logs/fashion_mnist_cnn.log" >>"$logs/summary.txt" || status=1
+  for variant in replicated ps; do
+    flags=()
+    [[ $variant == ps ]] && flags=(--ps)
+    echo "training the CNN example ($variant fully connected layers) ..."
+    "$cnn" --epochs 15 --min-accuracy 0.916 "${flags[@]}" 2>&1 | tee "$logs/fashion_mnist_cnn_$variant.log" || status=1
+    grep "^summary:" "$logs/fashion_mnist_cnn_$variant.log" >>"$logs/summary.txt" || status=1
+  done
 fi
 echo "logs in $logs"
 exit "$status"

@@ -34,9 +34,10 @@ int run(const options& o, strata::nccl::communicator comm) {
   const int rank = comm.rank(), ranks = comm.size();
   const fashion_mnist_cnn::train_result r = fashion_mnist_cnn::train(std::move(comm), train_set, test, o.train);
   if (rank == 0)
-    std::printf("summary: fashion_mnist_cnn ranks=%d epochs=%d updates=%ld global_batch=%d test_accuracy=%.4f "
+    std::printf("summary: fashion_mnist_cnn ranks=%d fc=%s epochs=%d updates=%ld global_batch=%d test_accuracy=%.4f "
                 "samples_per_s=%.0f train_seconds=%.1f\n",
-                ranks, r.epochs, r.updates, o.train.global_batch, r.test_accuracy, r.samples_per_second, r.seconds);
+                ranks, o.train.ps ? "ps" : "replicated", r.epochs, r.updates, o.train.global_batch, r.test_accuracy,
+                r.samples_per_second, r.seconds);
   if (r.test_accuracy < o.min_accuracy) {
     std::fprintf(stderr, "fashion_mnist_cnn: test accuracy %.4f is below --min-accuracy %.4f\n", r.test_accuracy,
                  o.min_accuracy);
@@ -57,6 +58,9 @@ int main(int argc, char** argv) {
   app.add_option("--weight-decay", o.train.weight_decay, "L2 weight decay");
   app.add_option("--seed", o.train.seed, "initialization and shuffling seed");
   app.add_option("--max-steps", o.train.max_steps, "stop after this many updates (smoke runs)");
+  app.add_flag("--ps", o.train.ps,
+               "put the fully connected layers on the parameter server: reduce-scatter, each rank updates its "
+               "slice, all-gather");
   app.add_option("--data-dir", o.data, "folder of the Fashion-MNIST IDX files (dataset-fashion-mnist)");
   app.add_option("--min-accuracy", o.min_accuracy, "exit non-zero if the final test accuracy is below this");
   CLI11_PARSE(app, argc, argv);

@@ -25,6 +25,7 @@ namespace {
 
 using strata::cuda::device_buffer;
 using Dense = strata::Strategy<strata::Replicate, strata::AllReduce<strata::Native>>;
+using Server = strata::Strategy<strata::PS<2>, strata::Partition<0>>;
 constexpr std::size_t pixels = fashion_mnist::dataset::pixels;
 
 /// Copies samples `indices[0..n)` of a device-resident split into the network's input and
@@ -99,15 +100,22 @@ class stream_owner {
   cudaStream_t stream_ = nullptr;
 };
 
+template <class S>
 strata::device_variable_binding bind(parameter& p) {
   const std::span<float> value = p.value.span(), grad = p.grad.span();
   const std::vector<std::size_t>& s = p.shape;
   switch (s.size()) {
-    case 1: return strata::device_variable<Dense>(p.name, value, grad, {s[0]});
-    case 2: return strata::device_variable<Dense>(p.name, value, grad, {s[0], s[1]});
-    case 4: return strata::device_variable<Dense>(p.name, value, grad, {s[0], s[1], s[2], s[3]});
+    case 1: return strata::device_variable<S>(p.name, value, grad, {s[0]});
+    case 2: return strata::device_variable<S>(p.name, value, grad, {s[0], s[1]});
+    case 4: return strata::device_variable<S>(p.name, value, grad, {s[0], s[1], s[2], s[3]});
     default: throw std::logic_error("parameter " + p.name + " has an unexpected rank");
   }
+}
+
+/// Replicated, or with `ps` the fully connected layers (most of the weights) on the
+/// parameter server: each rank updates its slice of them and keeps its slice's momentum.
+strata::device_variable_binding bind(parameter& p, bool ps) {
+  return ps && p.name.starts_with("fc") ? bind<Server>(p) : bind<Dense>(p);
 }
 
 /// Sums `data` over the ranks, in place, after the work queued on `stream`; blocks the host.
@@ -160,7 +168,7 @@ train_result train(strata::nccl::communicator comm, const fashion_mnist::dataset
 
   network net(local, o.seed, stream);
   std::vector<strata::device_variable_binding> variables;
-  for (parameter& p : net.parameters()) variables.push_back(bind(p));
+  for (parameter& p : net.parameters()) variables.push_back(bind(p, o.ps));
   strata::nccl_executor exec(comm, std::move(variables),
                              strata::optim::sgd{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay},
                              {.buckets = {}, .initialized_on = stream});

@@ -17,6 +17,7 @@ struct train_options {
   float weight_decay = 5e-4f;
   std::uint64_t seed = 1;
   long max_steps = -1;  // stop after this many updates (smoke runs); -1: every epoch in full
+  bool ps = false;      // the fully connected layers on the parameter server (PS<2>, Partition<0>)
 };
 
 struct train_result {

@@ -1,4 +1,4 @@
-// expect: NcclDataParallelStrategy
+// expect: NcclStrategy
 // expect: the nccl executor runs AllReduce<Native> (ncclAllReduce) only
 #include <span>
 

@@ -1,6 +1,8 @@
 // The nccl executor on one rank, without MPI: its updates against the host optimizers on
 // the same data (fp32 to rounding, since nvcc fuses multiply-adds; fp16 and bf16 to one unit
-// in the last place of their type), grad_ready's ordering after a user stream's work,
+// in the last place of their type), replicated and PS variables side by side (the PS
+// buckets reduce-scatter, update the rank's slice and all-gather; on one rank the slice is
+// the whole padded bucket), grad_ready's ordering after a user stream's work,
 // step() returning while the device is busy, and the binding and usage errors. Exits with
 // STRATA_GPU_SKIP_CODE when there is no GPU.
 #include <cstdint>
@@ -21,6 +23,7 @@ using namespace strata;
 using gpu_test::expect;
 using gpu_test::expect_throws;
 using Dense = Strategy<Replicate, AllReduce<Native>>;
+using Server = Strategy<PS<2>, Partition<0>>;
 
 // Small buckets, so a handful of variables fill several.
 constexpr nccl_executor_options several_buckets{.buckets = {.first_bucket_bytes = 64, .bucket_bytes = 8192}};
@@ -61,7 +64,10 @@ struct tracked {
     STRATA_CUDA_CHECK(cudaStreamSynchronize(nullptr));
   }
 
-  device_variable_binding binding() { return device_variable<Dense>(name, param.span(), grad.span(), {size}); }
+  template <class S = Dense>
+  device_variable_binding binding() {
+    return device_variable<S>(name, param.span(), grad.span(), {size});
+  }
 
   /// This step's gradient (the same on device and host), written on the null stream.
   std::vector<T> set_gradient(std::uint32_t seed) {
@@ -85,14 +91,16 @@ struct tracked {
 
 /// Two steps of a model of three fp32 variables and one of each 16-bit type, against the
 /// host: the first marks nothing (step() takes every gradient from the null stream), the
-/// second marks every gradient on a stream of its own, in backward order.
+/// second marks every gradient on a stream of its own, in backward order. With `ps`, a, h
+/// and c are PS variables (fp32 and fp16 PS buckets among replicated ones).
 template <class O>
-void matches_host(const O& opt, const std::string& what) {
+void matches_host(const O& opt, const std::string& what, bool ps = false) {
   tracked<float, O> a("a", 1000, opt, 1), b("b", 7, opt, 2), c("c", 4097, opt, 3);
   tracked<strata::half, O> h("h", 513, opt, 4);
   tracked<bfloat16, O> bf("bf", 300, opt, 5);
-  nccl_executor exec(nccl::communicator::single_process(0), {a.binding(), h.binding(), b.binding(), bf.binding(), c.binding()},
-                     opt, several_buckets);
+  auto bind = [&](auto& v) { return ps ? v.template binding<Server>() : v.binding(); };
+  nccl_executor exec(nccl::communicator::single_process(0), {bind(a), bind(h), b.binding(), bf.binding(), bind(c)}, opt,
+                     several_buckets);
   cudaStream_t stream = nullptr;
   STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (std::int64_t step = 1; step <= 2; ++step) {
@@ -117,6 +125,18 @@ void matches_host(const O& opt, const std::string& what) {
     bf.compare(gbf, 1.0f / 128, at);
   }
   expect(exec.updates() == 2, what + ": two updates");
+  // State for every element (one rank owns every slice), PS slices padded to 64 elements;
+  // the PS buckets' master copies are the server's values.
+  const std::size_t per_element = exec.memory().optimizer_state == 0 ? 0 : std::is_same_v<O, optim::adam> ? 8 : 4;
+  if (ps) {
+    expect(exec.memory().server_values > 0 && exec.memory().server_values % (64 * 4) == 0,
+           what + ": PS master slices in whole aligned slices");
+    expect(exec.memory().server_values >= (1000 + 513 + 4097) * 4, what + ": every PS element has a master value");
+  } else {
+    expect(exec.memory().server_values == 0, what + ": no PS variables, no server values");
+  }
+  expect(exec.memory().optimizer_state >= (1000 + 7 + 4097 + 513 + 300) * per_element,
+         what + ": optimizer state for every element");
   exec.wait();
   STRATA_CUDA_CHECK(cudaStreamDestroy(stream));
 }
@@ -227,6 +247,8 @@ int main() {
     matches_host(optim::sgd{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f}, "sgd with momentum");
     matches_host(optim::sgd{.lr = 0.1f}, "plain sgd");
     matches_host(optim::adam{.lr = 0.01f, .weight_decay = 0.01f}, "adam");
+    matches_host(optim::sgd{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f}, "PS, sgd with momentum", true);
+    matches_host(optim::adam{.lr = 0.01f, .weight_decay = 0.01f}, "PS, adam", true);
     waits_for_the_user_stream();
     step_does_not_block();
     errors();

@@ -1,5 +1,6 @@
 // What the nccl executor decides without a device: buckets of variables whose element
-// types differ, and the checks of a device variable's declaration.
+// types and placements differ, how a PS bucket is sliced among the ranks, and the checks
+// of a device variable's declaration.
 #include <string>
 #include <vector>
 
@@ -16,6 +17,16 @@ namespace {
 
 std::vector<std::size_t> members_of(const sync::typed_bucket& b) { return b.layout.members; }
 
+/// Bindings that carry only what planning reads: type, size and placement.
+std::vector<device_variable_binding> declared(const std::vector<element_type>& types, const std::vector<std::size_t>& elements,
+                                              const std::vector<bool>& sharded = {}) {
+  std::vector<device_variable_binding> variables;
+  for (std::size_t i = 0; i < types.size(); ++i)
+    variables.push_back({"v" + std::to_string(i), {elements[i]}, nullptr, nullptr, elements[i], types[i],
+                         !sharded.empty() && sharded[i]});
+  return variables;
+}
+
 }  // namespace
 
 TEST_CASE("device buckets hold one element type, planned with that type's size", "[device_buckets]") {
@@ -25,7 +36,7 @@ TEST_CASE("device buckets hold one element type, planned with that type's size",
   const std::vector<std::size_t> elements = {10, 40, 30, 8, 10, 20};
   // Each type's first bucket closes at 64 bytes: fp32 {5} (80 B), then {2, 0}; fp16 {4, 1}
   // (100 B); bf16 {3} (16 B).
-  const auto buckets = plan_device_buckets(types, elements, {.first_bucket_bytes = 64, .bucket_bytes = 1000});
+  const auto buckets = plan_device_buckets(declared(types, elements), {.first_bucket_bytes = 64, .bucket_bytes = 1000});
   REQUIRE(buckets.size() == 4);
   for (const auto& b : buckets)
     for (std::size_t m : b.layout.members) CHECK(types[m] == b.type);
@@ -43,12 +54,48 @@ TEST_CASE("every device variable lands in exactly one bucket", "[device_buckets]
   using enum element_type;
   const std::vector<element_type> types = {bf16, bf16, fp32, fp16, fp32, bf16, fp16};
   const std::vector<std::size_t> elements = {3, 1000, 7, 7, 1, 2, 500};
-  const auto buckets = plan_device_buckets(types, elements, {.first_bucket_bytes = 4, .bucket_bytes = 16});
+  const auto buckets = plan_device_buckets(declared(types, elements), {.first_bucket_bytes = 4, .bucket_bytes = 16});
   std::vector<int> seen(types.size(), 0);
   for (const auto& b : buckets)
     for (std::size_t m : b.layout.members) ++seen[m];
   CHECK(seen == std::vector<int>(types.size(), 1));
-  CHECK(plan_device_buckets({}, {}, {}).empty());
+  CHECK(plan_device_buckets({}, {}).empty());
+}
+
+TEST_CASE("PS variables get buckets of their own, never shared with replicated ones", "[device_buckets]") {
+  using enum element_type;
+  //                                         0     1     2     3     4
+  const std::vector<element_type> types = {fp32, fp32, fp32, fp16, fp16};
+  const std::vector<std::size_t> elements = {10, 10, 10, 10, 10};
+  const std::vector<bool> sharded = {true, false, true, false, true};
+  const auto buckets = plan_device_buckets(declared(types, elements, sharded), {.first_bucket_bytes = 1000, .bucket_bytes = 1000});
+  REQUIRE(buckets.size() == 4);
+  for (const auto& b : buckets)
+    for (std::size_t m : b.layout.members) CHECK(sharded[m] == b.sharded);
+  // Still in backward order: the bucket completed by the latest-declared member first.
+  CHECK(members_of(buckets[0]) == std::vector<std::size_t>{4});
+  CHECK(members_of(buckets[1]) == std::vector<std::size_t>{3});
+  CHECK(members_of(buckets[2]) == std::vector<std::size_t>{1});
+  CHECK_FALSE(buckets[2].sharded);
+  CHECK(members_of(buckets[3]) == std::vector<std::size_t>{2, 0});  // complete once 0 is
+  CHECK(buckets[3].sharded);
+}
+
+TEST_CASE("a PS bucket is padded to equal, aligned slices, one per rank", "[device_buckets]") {
+  using sync::slice_alignment;
+  for (int ranks : {1, 2, 3, 4, 8})
+    for (std::size_t elements : {std::size_t{1}, std::size_t{63}, std::size_t{64}, std::size_t{1000}, std::size_t{1} << 20}) {
+      const sync::bucket_slices s = sync::slice_bucket(elements, ranks);
+      INFO(elements << " elements over " << ranks << " ranks");
+      CHECK(s.slice % slice_alignment == 0);
+      CHECK(s.padded == s.slice * static_cast<std::size_t>(ranks));
+      CHECK(s.padded >= elements);
+      CHECK(s.padded - elements < slice_alignment * static_cast<std::size_t>(ranks));  // the least padding that aligns
+      CHECK(s.offset(ranks - 1) + s.slice == s.padded);
+    }
+  // Each rank owns, and keeps optimizer state for, 1/P of a large bucket.
+  CHECK(sync::slice_bucket(std::size_t{1} << 20, 4).slice == (std::size_t{1} << 18));
+  CHECK(sync::slice_bucket(1000, 3).slice == 384);  // 334 rounded up to 6 x 64
 }
 
 TEST_CASE("a device variable's buffers must hold its shape", "[device_buckets]") {
@@ -71,12 +118,18 @@ TEST_CASE("a device variable's buffers must hold its shape", "[device_buckets]")
 }
 
 // The strategies the nccl executor runs (checked at compile time).
-static_assert(NcclDataParallelStrategy<Strategy<Replicate, AllReduce<Native>>>);
-static_assert(NcclDataParallelStrategy<Strategy<>>);
-static_assert(!NcclDataParallelStrategy<Strategy<AllReduce<Ring>>>);
-static_assert(!NcclDataParallelStrategy<Strategy<Compress<FP16>>>);
-static_assert(!NcclDataParallelStrategy<Strategy<PS<1>>>);
-static_assert(!NcclDataParallelStrategy<Strategy<SparseRows>>);
-static_assert(!NcclDataParallelStrategy<Strategy<Partition<0>>>);
+static_assert(NcclStrategy<Strategy<Replicate, AllReduce<Native>>>);
+static_assert(NcclStrategy<Strategy<>>);
+static_assert(NcclStrategy<Strategy<PS<1>>>);
+static_assert(NcclStrategy<Strategy<PS<4>, Partition<1>>>);
+static_assert(NcclStrategy<Strategy<PS<2>, Partition<0>, Consistency<BSP>>>);
+static_assert(!NcclStrategy<Strategy<AllReduce<Ring>>>);
+static_assert(!NcclStrategy<Strategy<Compress<FP16>>>);
+static_assert(!NcclStrategy<Strategy<PS<1>, Compress<FP16>>>);
+static_assert(!NcclStrategy<Strategy<PS<2>, Partition<0>, Consistency<SSP<3>>>>);
+static_assert(!NcclStrategy<Strategy<PS<1>, Consistency<ASP>>>);
+static_assert(!NcclStrategy<Strategy<SparseRows>>);
+static_assert(!NcclStrategy<Strategy<PS<2>, Partition<0>, SparseRows>>);
+static_assert(!NcclStrategy<Strategy<Partition<0>>>);
 static_assert(element_type_of<bfloat16>() == element_type::bf16);
 static_assert(element_bytes(element_type::fp32) == 4);

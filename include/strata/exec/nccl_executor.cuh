@@ -23,6 +23,15 @@
 // like their bucket, and writes the rounded result back to the user's parameters after
 // each update. Optimizer state is fp32, in device memory, laid out like the buckets.
 //
+// PS<N> variables (synchronous) are the parameter server on NCCL: their buckets are
+// reduce-scattered instead of all-reduced, so each rank receives the summed gradient of
+// its own slice of the bucket; it alone updates that slice, against its fp32 master copy
+// of the slice and with the slice's optimizer state, and the updated slices are
+// all-gathered into every rank's parameters. A rank holds 1/P of those buckets' optimizer
+// state and master parameters (ZeRO's stage 1). NCCL moves equal slices, so the servers
+// are always all P ranks, whatever N; the result is the same as the host parameter
+// server's, since SGD and Adam update every element on its own.
+//
 // The user's gradient buffers are only read (by the pack), so they keep this step's
 // local gradients. Host code, compiled by nvcc because it launches strata's kernels; like
 // the nccl backend, it builds its messages without fmt. The communicator's GPU must be the
@@ -52,6 +61,7 @@
 #include "strata/optim/adam.hpp"
 #include "strata/optim/sgd.hpp"
 #include "strata/sync/device_buckets.hpp"
+#include "strata/sync/stats.hpp"
 
 namespace strata {
 
@@ -97,6 +107,8 @@ struct device_optimizer_state<optim::sgd> {
       STRATA_CUDA_CHECK(cudaMemsetAsync(velocity.data(), 0, velocity.size() * sizeof(float), stream));
   }
 
+  std::size_t bytes() const { return velocity.size() * sizeof(float); }
+
   /// Updates `param` with `grad`, whose state starts at element `offset`.
   void update(const optim::sgd& o, std::int64_t /*step*/, std::span<float> param, std::span<const float> grad,
               std::size_t offset, cudaStream_t stream) {
@@ -113,6 +125,8 @@ struct device_optimizer_state<optim::adam> {
     for (cuda::device_buffer<float>* b : {&m, &v})
       if (n != 0) STRATA_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, n * sizeof(float), stream));
   }
+
+  std::size_t bytes() const { return (m.size() + v.size()) * sizeof(float); }
 
   void update(const optim::adam& o, std::int64_t step, std::span<float> param, std::span<const float> grad,
               std::size_t offset, cudaStream_t stream) {
@@ -226,24 +240,43 @@ class nccl_executor {
   /// The optimizer's hyper-parameters may change between steps (learning-rate schedules).
   O& optimizer() { return optimizer_; }
   std::int64_t updates() const { return updates_; }
+  /// What this rank holds beyond the user's buffers: the optimizer state, and (as
+  /// server_values) the master copies of the PS slices it owns.
+  memory_use memory() const {
+    memory_use use;
+    for (const bucket& b : buckets_)
+      std::visit(
+          [&](const auto& data) {
+            use.optimizer_state += data.state.bytes();
+            if (b.sharded) use.server_values += data.master32.size() * sizeof(float);
+          },
+          b.data);
+    return use;
+  }
   const std::vector<device_variable_binding>& variables() const { return variables_; }
   nccl::communicator& communicator() { return comm_; }
 
  private:
-  /// A bucket's device buffers for gradients of type T.
+  /// A bucket's device buffers for gradients of type T. The updated range is the whole
+  /// bucket, or for a sharded bucket this rank's slice.
   template <class T>
   struct bucket_data {
     cuda::bucket_packer<T> grads;
-    cuda::device_buffer<T> wire;  // the packed gradients; the all-reduce runs on it in place
-    detail::device_optimizer_state<O> state;
-    // fp16 and bf16 only: fp32 gradients and master parameters, and the parameters' packer.
+    cuda::device_buffer<T> wire;  // the packed gradients (padded to whole slices when sharded); reduced in place
+    detail::device_optimizer_state<O> state;  // of the updated range
+    // fp32 gradients (fp16 and bf16 only) and master parameters of the updated range, and
+    // the parameters' packer; fp32 buckets that are not sharded update the user's
+    // parameters in place and need none of them.
     cuda::device_buffer<float> grad32, master32;
     std::optional<cuda::bucket_packer<T>> params;
   };
 
   struct bucket {
     std::vector<std::size_t> members, offsets;
-    std::size_t pending;  // members not yet marked this step
+    std::size_t elements;  // of the members; the wire may be longer
+    std::size_t pending;   // members not yet marked this step
+    bool sharded;
+    sync::bucket_slices slices;  // sharded only
     std::variant<bucket_data<float>, bucket_data<half>, bucket_data<bfloat16>> data;
   };
 
@@ -291,42 +324,45 @@ class nccl_executor {
   }
 
   void plan(const sync::bucket_options& options) {
-    std::vector<element_type> types;
-    std::vector<std::size_t> elements;
-    for (const device_variable_binding& v : variables_) {
-      types.push_back(v.type);
-      elements.push_back(v.elements);
-    }
     bucket_of_.resize(variables_.size());
-    for (sync::typed_bucket& planned : sync::plan_device_buckets(types, elements, options)) {
+    for (sync::typed_bucket& planned : sync::plan_device_buckets(variables_, options)) {
       for (std::size_t m : planned.layout.members) bucket_of_[m] = buckets_.size();
       switch (planned.type) {
-        case element_type::fp32: buckets_.push_back(make_bucket<float>(planned.layout)); break;
-        case element_type::fp16: buckets_.push_back(make_bucket<half>(planned.layout)); break;
-        case element_type::bf16: buckets_.push_back(make_bucket<bfloat16>(planned.layout)); break;
+        case element_type::fp32: buckets_.push_back(make_bucket<float>(planned)); break;
+        case element_type::fp16: buckets_.push_back(make_bucket<half>(planned)); break;
+        case element_type::bf16: buckets_.push_back(make_bucket<bfloat16>(planned)); break;
       }
     }
   }
 
   template <class T>
-  bucket make_bucket(const sync::bucket_layout& layout) {
+  bucket make_bucket(const sync::typed_bucket& planned) {
     const cudaStream_t stream = comm_.stream();
+    const sync::bucket_layout& layout = planned.layout;
     const std::size_t n = layout.elements;
+    const sync::bucket_slices slices = planned.sharded ? sync::slice_bucket(n, comm_.size()) : sync::bucket_slices{n, n};
+    const bool master = planned.sharded || !std::is_same_v<T, float>;
     bucket_data<T> data{cuda::bucket_packer<T>(spans_of<T>(layout.members, &device_variable_binding::grad), stream),
-                        cuda::device_buffer<T>(n, stream),
-                        detail::device_optimizer_state<O>(optimizer_, n, stream),
-                        {},
-                        {},
+                        cuda::device_buffer<T>(slices.padded, stream),
+                        detail::device_optimizer_state<O>(optimizer_, slices.slice, stream),
+                        cuda::device_buffer<float>(master && !std::is_same_v<T, float> ? slices.slice : 0, stream),
+                        cuda::device_buffer<float>(master ? slices.slice : 0, stream),
                         {}};
-    if constexpr (!std::is_same_v<T, float>) {
-      data.grad32 = cuda::device_buffer<float>(n, stream);
-      data.master32 = cuda::device_buffer<float>(n, stream);
+    if (master) {
+      // The padding past the members is zero, and its gradients stay zero.
+      if (slices.padded > n) STRATA_CUDA_CHECK(cudaMemsetAsync(data.wire.data(), 0, slices.padded * sizeof(T), stream));
       data.params.emplace(spans_of<T>(layout.members, &device_variable_binding::param), stream);
       // The master copy starts as the (broadcast) parameters, exactly: widening is exact.
-      data.params->pack(data.wire.span(), stream);
-      cuda::scaled_widen<T>(data.wire.span(), data.master32.span(), 1.0f, stream);
+      data.params->pack(data.wire.span().first(n), stream);
+      cuda::scaled_widen<T>(updated_range(planned.sharded, slices, data.wire.span()), data.master32.span(), 1.0f, stream);
     }
-    return {layout.members, layout.offsets, layout.members.size(), std::move(data)};
+    return {layout.members, layout.offsets, n, layout.members.size(), planned.sharded, slices, std::move(data)};
+  }
+
+  /// The part of a bucket's wire this rank updates.
+  template <class T>
+  std::span<T> updated_range(bool sharded, const sync::bucket_slices& slices, std::span<T> wire) const {
+    return sharded ? wire.subspan(slices.offset(comm_.rank()), slices.slice) : wire;
   }
 
   /// Starts, in bucket order, every bucket whose gradients are all marked.
@@ -338,31 +374,45 @@ class nccl_executor {
                                  "cudaStreamWaitEvent (the gradient of \"" + variables_[m].name + "\")", comm_.rank());
       std::visit(
           [&](auto& data) {
-            data.grads.pack(data.wire.span(), comm_.stream());
-            request_ = comm_.iallreduce_sum(data.wire.span()).ticket;
+            data.grads.pack(data.wire.span().first(b.elements), comm_.stream());
+            request_ = (b.sharded ? comm_.ireduce_scatter_sum(data.wire.span()) : comm_.iallreduce_sum(data.wire.span()))
+                           .ticket;
           },
           b.data);
     }
   }
 
-  /// Enqueues a reduced bucket's averaging and update.
+  /// Enqueues a reduced bucket's averaging and update, and for a sharded bucket the
+  /// all-gather of the updated slices.
   template <class T>
   void update(const bucket& b, bucket_data<T>& data, float scale) {
     const cudaStream_t stream = comm_.stream();
-    if constexpr (std::is_same_v<T, float>) {
-      cuda::scaled_narrow<float>(data.wire.span(), data.wire.span(), scale, stream);  // in place: the average
-      for (std::size_t k = 0; k < b.members.size(); ++k) {
-        const device_variable_binding& v = variables_[b.members[k]];
-        data.state.update(optimizer_, updates_, detail::typed<float>(v.param, v.elements),
-                          data.wire.span().subspan(b.offsets[k], v.elements), b.offsets[k], stream);
+    const std::span<T> wire = data.wire.span();
+    if (!data.params) {  // fp32, replicated: the user's parameters are the master copy
+      if constexpr (std::is_same_v<T, float>) {
+        cuda::scaled_narrow<float>(wire, wire, scale, stream);  // in place: the average
+        for (std::size_t k = 0; k < b.members.size(); ++k) {
+          const device_variable_binding& v = variables_[b.members[k]];
+          data.state.update(optimizer_, updates_, detail::typed<float>(v.param, v.elements),
+                            wire.subspan(b.offsets[k], v.elements), b.offsets[k], stream);
+        }
       }
-    } else {
-      // One launch per bucket: master parameters, fp32 gradients and state share its layout.
-      cuda::scaled_widen<T>(data.wire.span(), data.grad32.span(), scale, stream);
-      data.state.update(optimizer_, updates_, data.master32.span(), data.grad32.span(), 0, stream);
-      cuda::scaled_narrow<T>(data.master32.span(), data.wire.span(), 1.0f, stream);
-      data.params->unpack(data.wire.span(), stream);
+      return;
     }
+    // One launch per range: master parameters, fp32 gradients and state share its layout.
+    const std::span<T> range = updated_range(b.sharded, b.slices, wire);
+    std::span<float> grad32;
+    if constexpr (std::is_same_v<T, float>) {
+      cuda::scaled_narrow<float>(range, range, scale, stream);
+      grad32 = range;
+    } else {
+      cuda::scaled_widen<T>(range, data.grad32.span(), scale, stream);
+      grad32 = data.grad32.span();
+    }
+    data.state.update(optimizer_, updates_, data.master32.span(), grad32, 0, stream);
+    cuda::scaled_narrow<T>(data.master32.span(), range, 1.0f, stream);
+    if (b.sharded) request_ = comm_.iallgather_blocks(wire).ticket;
+    data.params->unpack(wire.first(b.elements), stream);
   }
 
   void require_all_ready() const {

@@ -39,24 +39,27 @@ constexpr std::string_view element_type_name(element_type t) {
   return t == element_type::fp32 ? "fp32" : t == element_type::fp16 ? "fp16" : "bf16";
 }
 
-/// The strategies the nccl executor runs: replicated, dense, unpartitioned, averaged with
-/// the backend's own all-reduce (ncclAllReduce), uncompressed.
+/// The strategies the nccl executor runs, dense and uncompressed: replicated variables
+/// averaged with the backend's own all-reduce (ncclAllReduce), unpartitioned; and
+/// synchronous parameter-server variables (PS<N>, BSP, any partition), whose update is
+/// reduce-scattered to the ranks that own slices of it and all-gathered back.
 template <class S>
-concept NcclDataParallelStrategy =
+concept NcclStrategy =
     CanonicalStrategy<S> &&
-    (S::descriptor.placement == placement_kind::replicate ||
-     detail::unsatisfied<"the nccl executor runs Replicate strategies only; PS<N> needs a host backend "
-                         "(see docs/compatibility.md)">()) &&
     (!S::descriptor.sparse_rows ||
      detail::unsatisfied<"the nccl executor runs dense gradients only; SparseRows needs a host backend "
                          "(see docs/compatibility.md)">()) &&
-    (!S::descriptor.partitioned() ||
-     detail::unsatisfied<"the nccl executor does not partition variables yet (see docs/compatibility.md)">()) &&
-    (S::descriptor.collective == collective_kind::native ||
-     detail::unsatisfied<"the nccl executor runs AllReduce<Native> (ncclAllReduce) only (see "
-                         "docs/compatibility.md)">()) &&
     (S::descriptor.codec == codec_kind::none ||
-     detail::unsatisfied<"the nccl executor does not compress gradients yet (see docs/compatibility.md)">());
+     detail::unsatisfied<"the nccl executor does not compress gradients yet (see docs/compatibility.md)">()) &&
+    (S::descriptor.consistency == consistency_kind::bsp ||
+     detail::unsatisfied<"the nccl executor runs synchronous (BSP) PS<N> only; Consistency<ASP> and "
+                         "Consistency<SSP<S>> need the host parameter server (see docs/compatibility.md)">()) &&
+    (S::descriptor.placement == placement_kind::ps || !S::descriptor.partitioned() ||
+     detail::unsatisfied<"the nccl executor does not partition replicated variables yet (see "
+                         "docs/compatibility.md)">()) &&
+    (S::descriptor.placement == placement_kind::ps || S::descriptor.collective == collective_kind::native ||
+     detail::unsatisfied<"the nccl executor runs AllReduce<Native> (ncclAllReduce) only (see "
+                         "docs/compatibility.md)">());
 
 /// What the nccl executor sees of a variable.
 struct device_variable_binding {
@@ -66,6 +69,7 @@ struct device_variable_binding {
   void* grad = nullptr;
   std::size_t elements = 0;
   element_type type = element_type::fp32;
+  bool sharded = false;  // PS<N>: updated slice by slice by the ranks that own the slices
 
   std::size_t bytes() const { return elements * element_bytes(type); }
 };
@@ -84,7 +88,7 @@ inline std::string shape_text(std::span<const std::size_t> shape) {
 /// `device_variable<Dense>("fc1.weight", w, gw, {256, 784})` with `w` and `gw` spans of
 /// float, half or bfloat16 on the GPU. Throws binding_error, naming the variable, when a
 /// buffer does not hold exactly the shape's number of elements.
-template <NcclDataParallelStrategy S, DeviceElement T, std::size_t Rank>
+template <NcclStrategy S, DeviceElement T, std::size_t Rank>
 device_variable_binding device_variable(std::string name, std::span<T> param, std::span<T> grad,
                                         const std::size_t (&shape)[Rank]) {
   const std::size_t elements = std::accumulate(shape, shape + Rank, std::size_t{1}, std::multiplies<>());
@@ -95,7 +99,7 @@ device_variable_binding device_variable(std::string name, std::span<T> param, st
                           detail::shape_text(shape) + " needs " + std::to_string(elements) +
                           "; bind a buffer of exactly that size");
   return {std::move(name), std::vector<std::size_t>(shape, shape + Rank), param.data(), grad.data(), elements,
-          element_type_of<T>()};
+          element_type_of<T>(), S::descriptor.placement == placement_kind::ps};
 }
 
 }  // namespace strata

@@ -1,8 +1,9 @@
 #pragma once
-// Fusion buckets of device variables whose element types differ: a bucket travels as one
-// collective of one type, so each element type gets its own buckets (plan_buckets, in
-// reverse declaration order, with that type's size), and the buckets of all types are then
-// ordered by when backward completes them.
+// Fusion buckets of device variables whose element types and placements differ: a bucket
+// travels as one collective of one type, and is either all-reduced (Replicate) or
+// reduce-scattered and all-gathered (PS<N>), so each (type, placement) gets its own buckets
+// (plan_buckets, in reverse declaration order, with that type's size), and the buckets of
+// all kinds are then ordered by when backward completes them.
 #include <algorithm>
 #include <cstddef>
 #include <span>
@@ -13,36 +14,57 @@
 
 namespace strata::sync {
 
-/// A bucket of one element type; `layout.members` index the whole variable list.
+/// A bucket of one element type and placement; `layout.members` index the whole variable
+/// list.
 struct typed_bucket {
   element_type type;
   bucket_layout layout;
+  bool sharded = false;  // its members are PS<N> variables
 };
 
-/// Buckets for variables of the given types and element counts, in launch order: every
-/// rank launches them in this order. Backward produces gradients in reverse declaration
-/// order, so a bucket is complete once its first-declared member is; buckets are ordered
-/// by that member, latest declared first.
-inline std::vector<typed_bucket> plan_device_buckets(std::span<const element_type> types,
-                                                     std::span<const std::size_t> elements,
+/// Buckets for `variables`, in launch order: every rank launches them in this order.
+/// Backward produces gradients in reverse declaration order, so a bucket is complete once
+/// its first-declared member is; buckets are ordered by that member, latest declared first.
+inline std::vector<typed_bucket> plan_device_buckets(std::span<const device_variable_binding> variables,
                                                      const bucket_options& options) {
   std::vector<typed_bucket> buckets;
-  for (element_type type : {element_type::fp32, element_type::fp16, element_type::bf16}) {
-    std::vector<std::size_t> members, sizes;
-    for (std::size_t i = 0; i < types.size(); ++i)
-      if (types[i] == type) {
-        members.push_back(i);
-        sizes.push_back(elements[i]);
+  for (bool sharded : {false, true})
+    for (element_type type : {element_type::fp32, element_type::fp16, element_type::bf16}) {
+      std::vector<std::size_t> members, sizes;
+      for (std::size_t i = 0; i < variables.size(); ++i)
+        if (variables[i].type == type && variables[i].sharded == sharded) {
+          members.push_back(i);
+          sizes.push_back(variables[i].elements);
+        }
+      for (bucket_layout& b : plan_buckets(sizes, element_bytes(type), options)) {
+        for (std::size_t& m : b.members) m = members[m];
+        buckets.push_back({type, std::move(b), sharded});
       }
-    for (bucket_layout& b : plan_buckets(sizes, element_bytes(type), options)) {
-      for (std::size_t& m : b.members) m = members[m];
-      buckets.push_back({type, std::move(b)});
     }
-  }
   auto completed_by = [](const typed_bucket& b) { return b.layout.members.back(); };  // its first-declared member
   std::stable_sort(buckets.begin(), buckets.end(),
                    [&](const typed_bucket& a, const typed_bucket& b) { return completed_by(a) > completed_by(b); });
   return buckets;
+}
+
+/// How a sharded bucket is split among the ranks: ncclReduceScatter and ncclAllGather
+/// move equal slices, so the bucket is padded to `ranks` slices of `slice` elements (a
+/// multiple of slice_alignment, so every slice starts aligned for the vectorized kernels);
+/// rank r owns elements [r * slice, (r + 1) * slice) and their optimizer state.
+struct bucket_slices {
+  std::size_t slice = 0;
+  std::size_t padded = 0;  // ranks * slice: the wire buffer's length
+
+  std::size_t offset(int rank) const { return static_cast<std::size_t>(rank) * slice; }
+};
+
+inline constexpr std::size_t slice_alignment = 64;  // elements: 128 bytes of a 16-bit type
+
+inline bucket_slices slice_bucket(std::size_t elements, int ranks) {
+  const auto r = static_cast<std::size_t>(ranks);
+  const std::size_t even = (elements + r - 1) / r;
+  const std::size_t slice = (even + slice_alignment - 1) / slice_alignment * slice_alignment;
+  return {slice, slice * r};
 }
 
 }  // namespace strata::sync

@@ -357,6 +357,28 @@ class communicator {
     });
   }
 
+  /// In place: `data` holds size() equal blocks; afterwards this rank's block (at
+  /// rank() * block) holds the sum of every rank's block of that index, and the others are
+  /// unspecified. The first half of a sharded update.
+  template <Element T>
+  request ireduce_scatter_sum(std::span<T> data) {
+    const std::size_t block = equal_blocks(data.size(), "ireduce_scatter_sum");
+    return launch("ncclReduceScatter", [&](ncclComm_t comm, cudaStream_t stream) {
+      return ncclReduceScatter(data.data(), data.data() + static_cast<std::size_t>(rank()) * block, block, detail::datatype<T>(), ncclSum, comm,
+                               stream);
+    });
+  }
+
+  /// In place: every rank's block of `data` (size() equal blocks; rank r's at r * block)
+  /// reaches every rank. The second half of a sharded update.
+  template <Element T>
+  request iallgather_blocks(std::span<T> data) {
+    const std::size_t block = equal_blocks(data.size(), "iallgather_blocks");
+    return launch("ncclAllGather", [&](ncclComm_t comm, cudaStream_t stream) {
+      return ncclAllGather(data.data() + static_cast<std::size_t>(rank()) * block, data.data(), block, detail::datatype<T>(), comm, stream);
+    });
+  }
+
   template <Element T>
   void allreduce_sum(std::span<T> data) {
     request r = iallreduce_sum(data);
@@ -464,6 +486,15 @@ class communicator {
                         " sends and receives are already posted, NCCL's limit for one group; wait before posting more");
     s.pending_.push_back(t);
     return {++s.posted_};
+  }
+
+  /// The block of a buffer of `elements` split evenly among the ranks.
+  std::size_t equal_blocks(std::size_t elements, std::string_view call) const {
+    const auto ranks = static_cast<std::size_t>(size());
+    if (elements % ranks != 0)
+      throw usage_error(std::string(call) + detail::on_rank(rank()) + ": " + std::to_string(elements) +
+                        " elements do not split into " + std::to_string(ranks) + " equal blocks; pad the buffer");
+    return elements / ranks;
   }
 
   /// Starts every posted send and receive as one group, so that they progress together.

@@ -1,0 +1,7 @@
+// expect: NcclStrategy
+// expect: the nccl executor runs synchronous (BSP) PS<N> only
+#include <span>
+
+#include "strata/model/device_variable.hpp"
+using S = strata::Strategy<strata::PS<2>, strata::Partition<0>, strata::Consistency<strata::SSP<3>>>;
+auto v = strata::device_variable<S>("w", std::span<float>(), std::span<float>(), {2});
