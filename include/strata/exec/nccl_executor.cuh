@@ -38,6 +38,7 @@
 // current device of the thread that drives it.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -55,7 +56,9 @@
 #include "strata/cuda/cast.cuh"
 #include "strata/cuda/optimizer.cuh"
 #include "strata/cuda/pack.cuh"
+#include "strata/config.hpp"
 #include "strata/error.hpp"
+#include "strata/exec/signature_check.hpp"
 #include "strata/model/device_variable.hpp"
 #include "strata/numeric/float16.hpp"
 #include "strata/optim/adam.hpp"
@@ -151,14 +154,18 @@ class nccl_executor {
  public:
   /// Collective: every rank constructs its executor together, with the same variables in
   /// the same order. Checks that every buffer is memory of the communicator's GPU
-  /// (binding_error naming the rank and variable otherwise), then makes every replica start
-  /// from rank 0's parameters; returns once that broadcast is done.
+  /// (binding_error naming the rank and variable otherwise) and that every rank declared
+  /// the same model and buckets (signature_error on every rank, naming the first
+  /// difference and the ranks, before any collective could pair unrelated buffers), then
+  /// makes every replica start from rank 0's parameters; returns once that broadcast is
+  /// done.
   nccl_executor(nccl::communicator comm, std::vector<device_variable_binding> variables, O optimizer,
                 nccl_executor_options options = {})
       : comm_(std::move(comm)), variables_(std::move(variables)), optimizer_(std::move(optimizer)),
         ready_(variables_.size(), false) {
     require_current_device();
     check_bindings();
+    check_signatures(gather_signatures(signature(options.buckets)));
     for (std::size_t i = 0; i < variables_.size(); ++i) events_.push_back(make_event());
     updated_ = make_event();
     comm_.depend_on(options.initialized_on);
@@ -299,6 +306,53 @@ class nccl_executor {
       detail::require_device_memory(v.param, v.bytes(), comm_.device(), comm_.rank(), v.name, "parameter");
       detail::require_device_memory(v.grad, v.bytes(), comm_.device(), comm_.rank(), v.name, "gradient");
     }
+  }
+
+  /// A line per fact that decides the collectives: the library, the world and bucket
+  /// sizes, then every variable (name, shape, element type, placement).
+  std::vector<std::string> signature(const sync::bucket_options& buckets) const {
+    std::vector<std::string> lines = {"strata " + std::to_string(version_major) + "." + std::to_string(version_minor) + "." +
+                                      std::to_string(version_patch) + " with " + std::to_string(comm_.size()) +
+                                      " ranks, buckets of " + std::to_string(buckets.bucket_bytes) +
+                                      " bytes (the first " + std::to_string(buckets.first_bucket_bytes) + ")"};
+    for (const device_variable_binding& v : variables_)
+      lines.push_back("variable \"" + v.name + "\" " + detail::shape_text(v.shape) + " " +
+                      std::string(element_type_name(v.type)) + (v.sharded ? " PS" : " replicated"));
+    return lines;
+  }
+
+  /// Every rank's signature, gathered over NCCL through device memory: the lengths, then
+  /// the texts padded to the longest, as the host executor does over MPI.
+  std::vector<std::vector<std::string>> gather_signatures(const std::vector<std::string>& lines) {
+    const std::string text = detail::join_lines(lines);
+    const auto ranks = static_cast<std::size_t>(comm_.size()), me = static_cast<std::size_t>(comm_.rank());
+    std::vector<std::uint64_t> lengths(ranks, 0);
+    lengths[me] = text.size();
+    lengths = gathered(lengths);
+    const std::size_t longest = *std::max_element(lengths.begin(), lengths.end());
+    std::vector<char> texts(longest * ranks, '\0');
+    std::copy(text.begin(), text.end(), texts.begin() + static_cast<std::ptrdiff_t>(me * longest));
+    texts = gathered(texts);
+    std::vector<std::vector<std::string>> all;
+    for (std::size_t r = 0; r < ranks; ++r) all.push_back(detail::split_lines({texts.data() + r * longest, lengths[r]}));
+    return all;
+  }
+
+  /// `blocks` holds one equal block per rank; returns it with every rank's own block.
+  template <class T>
+  std::vector<T> gathered(std::vector<T> blocks) {
+    const cudaStream_t stream = comm_.stream();
+    const std::size_t block = blocks.size() / static_cast<std::size_t>(comm_.size());
+    cuda::device_buffer<T> all(blocks.size(), stream);
+    const std::size_t bytes = blocks.size() * sizeof(T);
+    nccl::detail::check_cuda(cudaMemcpyAsync(all.data(), blocks.data(), bytes, cudaMemcpyHostToDevice, stream),
+                             "cudaMemcpyAsync (the model signature)", comm_.rank());
+    comm_.allgather(std::span<const T>(all.span().subspan(static_cast<std::size_t>(comm_.rank()) * block, block)),
+                    all.span());
+    nccl::detail::check_cuda(cudaMemcpyAsync(blocks.data(), all.data(), bytes, cudaMemcpyDeviceToHost, stream),
+                             "cudaMemcpyAsync (the model signature)", comm_.rank());
+    nccl::detail::check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (the model signature)", comm_.rank());
+    return blocks;
   }
 
   cudaEvent_t make_event() const {

@@ -1,0 +1,74 @@
+#pragma once
+// Comparing the ranks' model signatures, whatever carried them: every executor checks at
+// start-up that all ranks declared the same model, since collectives over different models
+// pair up unrelated buffers (or hang on different sizes). The host executor gathers the
+// signatures over MPI (signature.hpp), the nccl executor over NCCL. Plain C++ without fmt,
+// so the GPU-only build includes it too.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/error.hpp"
+
+namespace strata {
+
+/// The ranks disagree about the model.
+class signature_error : public error {
+ public:
+  using error::error;
+};
+
+namespace detail {
+
+/// A signature as one text (a line per fact), the form it travels in.
+inline std::string join_lines(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const std::string& line : lines) text += line + '\n';
+  return text;
+}
+
+inline std::vector<std::string> split_lines(std::string_view text) {
+  std::vector<std::string> lines;
+  for (std::size_t begin = 0; begin < text.size();) {
+    std::size_t end = text.find('\n', begin);
+    if (end == std::string_view::npos) end = text.size();
+    lines.emplace_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return lines;
+}
+
+}  // namespace detail
+
+/// Throws signature_error unless every rank's signature (`all[r]`, a line per fact) equals
+/// rank 0's. The message names the first differing line and every rank that differs there.
+inline void check_signatures(const std::vector<std::vector<std::string>>& all) {
+  const std::vector<std::string>& reference = all.at(0);
+  std::size_t first_difference = SIZE_MAX;
+  for (const auto& other : all) {
+    const auto mismatch = std::mismatch(reference.begin(), reference.end(), other.begin(), other.end());
+    if (mismatch.first != reference.end() || mismatch.second != other.end())
+      first_difference = std::min<std::size_t>(first_difference, static_cast<std::size_t>(mismatch.first - reference.begin()));
+  }
+  if (first_difference == SIZE_MAX) return;
+  auto line_of = [&](const std::vector<std::string>& l) {
+    return first_difference < l.size() ? l[first_difference] : std::string("nothing (fewer variables)");
+  };
+  std::string differing;
+  std::size_t count = 0, first = 0;
+  for (std::size_t r = 1; r < all.size(); ++r)
+    if (line_of(all[r]) != line_of(reference)) {
+      differing += (count == 0 ? "" : ", ") + std::to_string(r);
+      if (count++ == 0) first = r;
+    }
+  throw signature_error("the ranks run different models: entry " + std::to_string(first_difference) +
+                        " of the signature is " + line_of(reference) + " on rank 0 but " + line_of(all[first]) +
+                        " on rank" + (count > 1 ? "s " : " ") + differing +
+                        "; every rank must declare the same variables (names, shapes, strategies) in the same order, "
+                        "with the same strata version");
+}
+
+}  // namespace strata
