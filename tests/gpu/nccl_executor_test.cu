@@ -24,6 +24,11 @@ using gpu_test::expect;
 using gpu_test::expect_throws;
 using Dense = Strategy<Replicate, AllReduce<Native>>;
 using Server = Strategy<PS<2>, Partition<0>>;
+using HalfWire = Strategy<Replicate, AllReduce<Native>, Compress<FP16>>;
+using Bfloat16Wire = Strategy<Replicate, AllReduce<Native>, Compress<BF16>>;
+
+/// How matches_host declares its variables.
+enum class declared { replicated, ps, compressed };
 
 // Small buckets, so a handful of variables fill several.
 constexpr nccl_executor_options several_buckets{.buckets = {.first_bucket_bytes = 64, .bucket_bytes = 8192}};
@@ -76,8 +81,10 @@ struct tracked {
     return g;
   }
 
+  /// `wire`: the type the gradient travels in (rounded to it on one rank).
+  template <class Wire = T>
   void host_update(const O& opt, const std::vector<T>& g, std::int64_t step) {
-    opt.update(master, widened(g), state, step);
+    opt.update(master, widened(rounded<Wire>(widened(g))), state, step);
   }
 
   /// The device's parameters equal the host's to `tolerance`, and the gradient was only read.
@@ -91,16 +98,20 @@ struct tracked {
 
 /// Two steps of a model of three fp32 variables and one of each 16-bit type, against the
 /// host: the first marks nothing (step() takes every gradient from the null stream), the
-/// second marks every gradient on a stream of its own, in backward order. With `ps`, a, h
-/// and c are PS variables (fp32 and fp16 PS buckets among replicated ones).
+/// second marks every gradient on a stream of its own, in backward order. Declared `ps`, a,
+/// h and c are PS variables (fp32 and fp16 PS buckets among replicated ones); declared
+/// `compressed`, a travels as fp16 and b as bf16 (Compress<...>).
 template <class O>
-void matches_host(const O& opt, const std::string& what, bool ps = false) {
+void matches_host(const O& opt, const std::string& what, declared how = declared::replicated) {
+  const bool ps = how == declared::ps, compressed = how == declared::compressed;
   tracked<float, O> a("a", 1000, opt, 1), b("b", 7, opt, 2), c("c", 4097, opt, 3);
   tracked<strata::half, O> h("h", 513, opt, 4);
   tracked<bfloat16, O> bf("bf", 300, opt, 5);
   auto bind = [&](auto& v) { return ps ? v.template binding<Server>() : v.binding(); };
-  nccl_executor exec(nccl::communicator::single_process(0), {bind(a), bind(h), b.binding(), bf.binding(), bind(c)}, opt,
-                     several_buckets);
+  nccl_executor exec(nccl::communicator::single_process(0),
+                     {compressed ? a.template binding<HalfWire>() : bind(a), bind(h),
+                      compressed ? b.template binding<Bfloat16Wire>() : b.binding(), bf.binding(), bind(c)},
+                     opt, several_buckets);
   cudaStream_t stream = nullptr;
   STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (std::int64_t step = 1; step <= 2; ++step) {
@@ -116,7 +127,14 @@ void matches_host(const O& opt, const std::string& what, bool ps = false) {
     }
     exec.parameters_ready(stream);
     STRATA_CUDA_CHECK(cudaStreamSynchronize(stream));
-    a.host_update(opt, ga, step), b.host_update(opt, gb, step), c.host_update(opt, gc, step);
+    if (compressed) {
+      a.template host_update<strata::half>(opt, ga, step);
+      b.template host_update<bfloat16>(opt, gb, step);
+    } else {
+      a.host_update(opt, ga, step);
+      b.host_update(opt, gb, step);
+    }
+    c.host_update(opt, gc, step);
     h.host_update(opt, gh, step);
     bf.host_update(opt, gbf, step);
     const std::string at = what + ", step " + std::to_string(step);
@@ -247,8 +265,9 @@ int main() {
     matches_host(optim::sgd{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f}, "sgd with momentum");
     matches_host(optim::sgd{.lr = 0.1f}, "plain sgd");
     matches_host(optim::adam{.lr = 0.01f, .weight_decay = 0.01f}, "adam");
-    matches_host(optim::sgd{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f}, "PS, sgd with momentum", true);
-    matches_host(optim::adam{.lr = 0.01f, .weight_decay = 0.01f}, "PS, adam", true);
+    matches_host(optim::sgd{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f}, "PS, sgd with momentum", declared::ps);
+    matches_host(optim::adam{.lr = 0.01f, .weight_decay = 0.01f}, "PS, adam", declared::ps);
+    matches_host(optim::adam{.lr = 0.01f}, "fp16 and bf16 on the wire, adam", declared::compressed);
     waits_for_the_user_stream();
     step_does_not_block();
     errors();

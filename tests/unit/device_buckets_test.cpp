@@ -22,7 +22,7 @@ std::vector<device_variable_binding> declared(const std::vector<element_type>& t
                                               const std::vector<bool>& sharded = {}) {
   std::vector<device_variable_binding> variables;
   for (std::size_t i = 0; i < types.size(); ++i)
-    variables.push_back({"v" + std::to_string(i), {elements[i]}, nullptr, nullptr, elements[i], types[i],
+    variables.push_back({"v" + std::to_string(i), {elements[i]}, nullptr, nullptr, elements[i], types[i], types[i],
                          !sharded.empty() && sharded[i]});
   return variables;
 }
@@ -81,6 +81,28 @@ TEST_CASE("PS variables get buckets of their own, never shared with replicated o
   CHECK(buckets[3].sharded);
 }
 
+TEST_CASE("compressed fp32 variables get buckets of their wire type, planned with its size", "[device_buckets]") {
+  using HalfWire = Strategy<Compress<FP16>>;
+  std::vector<float> param(12), grad(12);
+  const device_variable_binding compressed = device_variable<HalfWire>("w", std::span<float>(param), std::span<float>(grad), {12});
+  CHECK(compressed.type == element_type::fp32);
+  CHECK(compressed.wire == element_type::fp16);
+  const device_variable_binding plain = device_variable<Strategy<>>("v", std::span<float>(param), std::span<float>(grad), {12});
+  CHECK(plain.wire == element_type::fp32);
+
+  std::vector<device_variable_binding> variables = declared({element_type::fp32, element_type::fp32, element_type::fp32},
+                                                            {16, 16, 16});
+  variables[0].wire = variables[2].wire = element_type::bf16;
+  // 32 bytes close a bucket: two bf16 variables of 16 elements share one, the fp32 one fills its own.
+  const auto buckets = plan_device_buckets(variables, {.first_bucket_bytes = 64, .bucket_bytes = 64});
+  REQUIRE(buckets.size() == 2);
+  CHECK(members_of(buckets[0]) == std::vector<std::size_t>{1});
+  CHECK(buckets[0].wire == element_type::fp32);
+  CHECK(members_of(buckets[1]) == std::vector<std::size_t>{2, 0});
+  CHECK(buckets[1].wire == element_type::bf16);
+  CHECK(buckets[1].type == element_type::fp32);
+}
+
 TEST_CASE("a PS bucket is padded to equal, aligned slices, one per rank", "[device_buckets]") {
   using sync::slice_alignment;
   for (int ranks : {1, 2, 3, 4, 8})
@@ -124,7 +146,6 @@ static_assert(NcclStrategy<Strategy<PS<1>>>);
 static_assert(NcclStrategy<Strategy<PS<4>, Partition<1>>>);
 static_assert(NcclStrategy<Strategy<PS<2>, Partition<0>, Consistency<BSP>>>);
 static_assert(!NcclStrategy<Strategy<AllReduce<Ring>>>);
-static_assert(!NcclStrategy<Strategy<Compress<FP16>>>);
 static_assert(!NcclStrategy<Strategy<PS<1>, Compress<FP16>>>);
 static_assert(!NcclStrategy<Strategy<PS<2>, Partition<0>, Consistency<SSP<3>>>>);
 static_assert(!NcclStrategy<Strategy<PS<1>, Consistency<ASP>>>);
@@ -133,3 +154,7 @@ static_assert(!NcclStrategy<Strategy<PS<2>, Partition<0>, SparseRows>>);
 static_assert(!NcclStrategy<Strategy<Partition<0>>>);
 static_assert(element_type_of<bfloat16>() == element_type::bf16);
 static_assert(element_bytes(element_type::fp32) == 4);
+static_assert(NcclStrategy<Strategy<Compress<FP16>>>);
+static_assert(NcclStrategy<Strategy<AllReduce<Native>, Compress<BF16>>>);
+static_assert(!NcclStrategy<Strategy<Compress<TopK<0.01>>>>);
+static_assert(!NcclStrategy<Strategy<Compress<FP16, ErrorFeedback>>>);

@@ -23,6 +23,11 @@
 // like their bucket, and writes the rounded result back to the user's parameters after
 // each update. Optimizer state is fp32, in device memory, laid out like the buckets.
 //
+// Compress<FP16> and Compress<BF16> (fp32 variables, replicated) narrow the packed
+// gradients, already divided by the number of ranks, to the 16-bit type for the
+// all-reduce, which moves half the bytes, and widen the sum back for the update; the
+// parameters and the optimizer stay fp32.
+//
 // PS<N> variables (synchronous) are the parameter server on NCCL: their buckets are
 // reduce-scattered instead of all-reduced, so each rank receives the summed gradient of
 // its own slice of the bucket; it alone updates that slice, against its fp32 master copy
@@ -219,8 +224,7 @@ class nccl_executor {
     for (std::size_t v = 0; v < variables_.size(); ++v)
       if (!ready_[v]) grad_ready(v, stream);
     ++updates_;
-    const float scale = 1.0f / static_cast<float>(comm_.size());
-    for (bucket& b : buckets_) std::visit([&](auto& data) { update(b, data, scale); }, b.data);
+    for (bucket& b : buckets_) std::visit([&](auto& data) { update(b, data, average_scale()); }, b.data);
     record(updated_, comm_.stream(), "step()");
     for (bucket& b : buckets_) b.pending = b.members.size();
     ready_.assign(ready_.size(), false);
@@ -255,7 +259,8 @@ class nccl_executor {
       std::visit(
           [&](const auto& data) {
             use.optimizer_state += data.state.bytes();
-            if (b.sharded) use.server_values += data.master32.size() * sizeof(float);
+            if constexpr (requires { data.master32; })
+              if (b.sharded) use.server_values += data.master32.size() * sizeof(float);
           },
           b.data);
     return use;
@@ -278,13 +283,25 @@ class nccl_executor {
     std::optional<cuda::bucket_packer<T>> params;
   };
 
+  /// A compressed bucket's device buffers: the fp32 gradients are packed, narrowed to W for
+  /// the all-reduce and widened back; the update runs on the user's parameters in place.
+  template <class W>
+  struct compressed_data {
+    cuda::bucket_packer<float> grads;
+    cuda::device_buffer<float> grad32;  // the packed gradients, then their average
+    cuda::device_buffer<W> wire;
+    detail::device_optimizer_state<O> state;
+  };
+
   struct bucket {
     std::vector<std::size_t> members, offsets;
     std::size_t elements;  // of the members; the wire may be longer
     std::size_t pending;   // members not yet marked this step
     bool sharded;
     sync::bucket_slices slices;  // sharded only
-    std::variant<bucket_data<float>, bucket_data<half>, bucket_data<bfloat16>> data;
+    std::variant<bucket_data<float>, bucket_data<half>, bucket_data<bfloat16>, compressed_data<half>,
+                 compressed_data<bfloat16>>
+        data;
   };
 
   // Kernels launch on the current device, which must be the communicator's.
@@ -317,7 +334,8 @@ class nccl_executor {
                                       " bytes (the first " + std::to_string(buckets.first_bucket_bytes) + ")"};
     for (const device_variable_binding& v : variables_)
       lines.push_back("variable \"" + v.name + "\" " + detail::shape_text(v.shape) + " " +
-                      std::string(element_type_name(v.type)) + (v.sharded ? " PS" : " replicated"));
+                      std::string(element_type_name(v.type)) + " as " + std::string(element_type_name(v.wire)) +
+                      (v.sharded ? " PS" : " replicated"));
     return lines;
   }
 
@@ -381,6 +399,11 @@ class nccl_executor {
     bucket_of_.resize(variables_.size());
     for (sync::typed_bucket& planned : sync::plan_device_buckets(variables_, options)) {
       for (std::size_t m : planned.layout.members) bucket_of_[m] = buckets_.size();
+      if (planned.wire != planned.type) {  // fp32 narrowed by Compress<...>
+        buckets_.push_back(planned.wire == element_type::fp16 ? make_compressed_bucket<half>(planned)
+                                                              : make_compressed_bucket<bfloat16>(planned));
+        continue;
+      }
       switch (planned.type) {
         case element_type::fp32: buckets_.push_back(make_bucket<float>(planned)); break;
         case element_type::fp16: buckets_.push_back(make_bucket<half>(planned)); break;
@@ -413,6 +436,18 @@ class nccl_executor {
     return {layout.members, layout.offsets, n, layout.members.size(), planned.sharded, slices, std::move(data)};
   }
 
+  template <class W>
+  bucket make_compressed_bucket(const sync::typed_bucket& planned) {
+    const cudaStream_t stream = comm_.stream();
+    const sync::bucket_layout& layout = planned.layout;
+    const std::size_t n = layout.elements;
+    compressed_data<W> data{
+        cuda::bucket_packer<float>(spans_of<float>(layout.members, &device_variable_binding::grad), stream),
+        cuda::device_buffer<float>(n, stream), cuda::device_buffer<W>(n, stream),
+        detail::device_optimizer_state<O>(optimizer_, n, stream)};
+    return {layout.members, layout.offsets, n, layout.members.size(), false, {n, n}, std::move(data)};
+  }
+
   /// The part of a bucket's wire this rank updates.
   template <class T>
   std::span<T> updated_range(bool sharded, const sync::bucket_slices& slices, std::span<T> wire) const {
@@ -426,14 +461,40 @@ class nccl_executor {
       for (std::size_t m : b.members)
         nccl::detail::check_cuda(cudaStreamWaitEvent(comm_.stream(), events_[m], 0),
                                  "cudaStreamWaitEvent (the gradient of \"" + variables_[m].name + "\")", comm_.rank());
-      std::visit(
-          [&](auto& data) {
-            data.grads.pack(data.wire.span().first(b.elements), comm_.stream());
-            request_ = (b.sharded ? comm_.ireduce_scatter_sum(data.wire.span()) : comm_.iallreduce_sum(data.wire.span()))
-                           .ticket;
-          },
-          b.data);
+      std::visit([&](auto& data) { start_reduction(b, data); }, b.data);
     }
+  }
+
+  template <class T>
+  void start_reduction(const bucket& b, bucket_data<T>& data) {
+    data.grads.pack(data.wire.span().first(b.elements), comm_.stream());
+    request_ = (b.sharded ? comm_.ireduce_scatter_sum(data.wire.span()) : comm_.iallreduce_sum(data.wire.span())).ticket;
+  }
+
+  /// Averages before narrowing: the sum of P averages stays in range wherever the
+  /// gradients themselves do, and fp32 does the division.
+  template <class W>
+  void start_reduction(const bucket&, compressed_data<W>& data) {
+    data.grads.pack(data.grad32.span(), comm_.stream());
+    cuda::scaled_narrow<W>(data.grad32.span(), data.wire.span(), average_scale(), comm_.stream());
+    request_ = comm_.iallreduce_sum(data.wire.span()).ticket;
+  }
+
+  float average_scale() const { return 1.0f / static_cast<float>(comm_.size()); }
+
+  /// Updates each member of `b` in place from its part of `grads` (the bucket's average).
+  void update_members(const bucket& b, detail::device_optimizer_state<O>& state, std::span<const float> grads) {
+    for (std::size_t k = 0; k < b.members.size(); ++k) {
+      const device_variable_binding& v = variables_[b.members[k]];
+      state.update(optimizer_, updates_, detail::typed<float>(v.param, v.elements), grads.subspan(b.offsets[k], v.elements),
+                   b.offsets[k], comm_.stream());
+    }
+  }
+
+  template <class W>
+  void update(const bucket& b, compressed_data<W>& data, float /*scale: applied before narrowing*/) {
+    cuda::scaled_widen<W>(data.wire.span(), data.grad32.span(), 1.0f, comm_.stream());
+    update_members(b, data.state, data.grad32.span());
   }
 
   /// Enqueues a reduced bucket's averaging and update, and for a sharded bucket the
@@ -445,11 +506,7 @@ class nccl_executor {
     if (!data.params) {  // fp32, replicated: the user's parameters are the master copy
       if constexpr (std::is_same_v<T, float>) {
         cuda::scaled_narrow<float>(wire, wire, scale, stream);  // in place: the average
-        for (std::size_t k = 0; k < b.members.size(); ++k) {
-          const device_variable_binding& v = variables_[b.members[k]];
-          data.state.update(optimizer_, updates_, detail::typed<float>(v.param, v.elements),
-                            wire.subspan(b.offsets[k], v.elements), b.offsets[k], stream);
-        }
+        update_members(b, data.state, wire);
       }
       return;
     }

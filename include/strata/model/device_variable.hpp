@@ -39,18 +39,27 @@ constexpr std::string_view element_type_name(element_type t) {
   return t == element_type::fp32 ? "fp32" : t == element_type::fp16 ? "fp16" : "bf16";
 }
 
-/// The strategies the nccl executor runs, dense and uncompressed: replicated variables
-/// averaged with the backend's own all-reduce (ncclAllReduce), unpartitioned; and
-/// synchronous parameter-server variables (PS<N>, BSP, any partition), whose update is
-/// reduce-scattered to the ranks that own slices of it and all-gathered back.
+/// The strategies the nccl executor runs, dense: replicated variables averaged with the
+/// backend's own all-reduce (ncclAllReduce), unpartitioned, optionally with their fp32
+/// gradients narrowed to fp16 or bf16 on the wire (Compress<FP16 | BF16>, no error
+/// feedback); and synchronous parameter-server variables (PS<N>, BSP, any partition,
+/// uncompressed), whose update is reduce-scattered to the ranks that own slices of it and
+/// all-gathered back.
 template <class S>
 concept NcclStrategy =
     CanonicalStrategy<S> &&
     (!S::descriptor.sparse_rows ||
      detail::unsatisfied<"the nccl executor runs dense gradients only; SparseRows needs a host backend "
                          "(see docs/compatibility.md)">()) &&
-    (S::descriptor.codec == codec_kind::none ||
-     detail::unsatisfied<"the nccl executor does not compress gradients yet (see docs/compatibility.md)">()) &&
+    (S::descriptor.codec == codec_kind::none || S::descriptor.codec == codec_kind::fp16 ||
+     S::descriptor.codec == codec_kind::bf16 ||
+     detail::unsatisfied<"the nccl executor compresses with Compress<FP16> or Compress<BF16> only; TopK and PowerSGD "
+                         "need a host backend (see docs/compatibility.md)">()) &&
+    (!S::descriptor.error_feedback ||
+     detail::unsatisfied<"the nccl executor has no error feedback yet; use Compress<FP16> or Compress<BF16> "
+                         "without ErrorFeedback (see docs/compatibility.md)">()) &&
+    (S::descriptor.placement == placement_kind::replicate || S::descriptor.codec == codec_kind::none ||
+     detail::unsatisfied<"the nccl executor does not compress PS<N> variables (see docs/compatibility.md)">()) &&
     (S::descriptor.consistency == consistency_kind::bsp ||
      detail::unsatisfied<"the nccl executor runs synchronous (BSP) PS<N> only; Consistency<ASP> and "
                          "Consistency<SSP<S>> need the host parameter server (see docs/compatibility.md)">()) &&
@@ -69,6 +78,7 @@ struct device_variable_binding {
   void* grad = nullptr;
   std::size_t elements = 0;
   element_type type = element_type::fp32;
+  element_type wire = element_type::fp32;  // the gradient's type in the collective (Compress<...> narrows fp32)
   bool sharded = false;  // PS<N>: updated slice by slice by the ranks that own the slices
 
   std::size_t bytes() const { return elements * element_bytes(type); }
@@ -91,6 +101,12 @@ inline std::string shape_text(std::span<const std::size_t> shape) {
 template <NcclStrategy S, DeviceElement T, std::size_t Rank>
 device_variable_binding device_variable(std::string name, std::span<T> param, std::span<T> grad,
                                         const std::size_t (&shape)[Rank]) {
+  static_assert(S::descriptor.codec == codec_kind::none || std::is_same_v<T, float>,
+                "Compress<FP16> and Compress<BF16> narrow fp32 gradients for the wire; fp16 and bf16 variables "
+                "already travel in their own type: declare them without Compress");
+  constexpr element_type wire = S::descriptor.codec == codec_kind::fp16   ? element_type::fp16
+                                : S::descriptor.codec == codec_kind::bf16 ? element_type::bf16
+                                                                          : element_type_of<T>();
   const std::size_t elements = std::accumulate(shape, shape + Rank, std::size_t{1}, std::multiplies<>());
   for (const auto& [buffer, what] : {std::pair{param.size(), "parameter"}, std::pair{grad.size(), "gradient"}})
     if (buffer != elements)
@@ -99,7 +115,7 @@ device_variable_binding device_variable(std::string name, std::span<T> param, st
                           detail::shape_text(shape) + " needs " + std::to_string(elements) +
                           "; bind a buffer of exactly that size");
   return {std::move(name), std::vector<std::size_t>(shape, shape + Rank), param.data(), grad.data(), elements,
-          element_type_of<T>(), S::descriptor.placement == placement_kind::ps};
+          element_type_of<T>(), wire, S::descriptor.placement == placement_kind::ps};
 }
 
 }  // namespace strata

@@ -1,9 +1,10 @@
 #pragma once
-// Fusion buckets of device variables whose element types and placements differ: a bucket
-// travels as one collective of one type, and is either all-reduced (Replicate) or
-// reduce-scattered and all-gathered (PS<N>), so each (type, placement) gets its own buckets
-// (plan_buckets, in reverse declaration order, with that type's size), and the buckets of
-// all kinds are then ordered by when backward completes them.
+// Fusion buckets of device variables whose element types, wire types and placements
+// differ: a bucket travels as one collective of one type, and is either all-reduced
+// (Replicate) or reduce-scattered and all-gathered (PS<N>), so each (type, wire type,
+// placement) gets its own buckets (plan_buckets, in reverse declaration order, with the
+// wire type's size), and the buckets of all kinds are then ordered by when backward
+// completes them.
 #include <algorithm>
 #include <cstddef>
 #include <span>
@@ -14,12 +15,13 @@
 
 namespace strata::sync {
 
-/// A bucket of one element type and placement; `layout.members` index the whole variable
-/// list.
+/// A bucket of one element type, wire type and placement; `layout.members` index the whole
+/// variable list.
 struct typed_bucket {
   element_type type;
   bucket_layout layout;
-  bool sharded = false;  // its members are PS<N> variables
+  bool sharded = false;                   // its members are PS<N> variables
+  element_type wire = element_type::fp32;  // narrower than `type` when compressed
 };
 
 /// Buckets for `variables`, in launch order: every rank launches them in this order.
@@ -27,20 +29,22 @@ struct typed_bucket {
 /// its first-declared member is; buckets are ordered by that member, latest declared first.
 inline std::vector<typed_bucket> plan_device_buckets(std::span<const device_variable_binding> variables,
                                                      const bucket_options& options) {
+  constexpr element_type types[] = {element_type::fp32, element_type::fp16, element_type::bf16};
   std::vector<typed_bucket> buckets;
   for (bool sharded : {false, true})
-    for (element_type type : {element_type::fp32, element_type::fp16, element_type::bf16}) {
-      std::vector<std::size_t> members, sizes;
-      for (std::size_t i = 0; i < variables.size(); ++i)
-        if (variables[i].type == type && variables[i].sharded == sharded) {
-          members.push_back(i);
-          sizes.push_back(variables[i].elements);
+    for (element_type type : types)
+      for (element_type wire : types) {
+        std::vector<std::size_t> members, sizes;
+        for (std::size_t i = 0; i < variables.size(); ++i)
+          if (variables[i].type == type && variables[i].wire == wire && variables[i].sharded == sharded) {
+            members.push_back(i);
+            sizes.push_back(variables[i].elements);
+          }
+        for (bucket_layout& b : plan_buckets(sizes, element_bytes(wire), options)) {
+          for (std::size_t& m : b.members) m = members[m];
+          buckets.push_back({type, std::move(b), sharded, wire});
         }
-      for (bucket_layout& b : plan_buckets(sizes, element_bytes(type), options)) {
-        for (std::size_t& m : b.members) m = members[m];
-        buckets.push_back({type, std::move(b), sharded});
       }
-    }
   auto completed_by = [](const typed_bucket& b) { return b.layout.members.back(); };  // its first-declared member
   std::stable_sort(buckets.begin(), buckets.end(),
                    [&](const typed_bucket& a, const typed_bucket& b) { return completed_by(a) > completed_by(b); });
