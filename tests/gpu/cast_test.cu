@@ -51,6 +51,10 @@ void check_type(const char* type) {
     std::vector<float> host_wide(in.size());
     strata::kernels::scaled_widen<W>(host_narrow, host_wide, 1.0f / scale);
     expect_equal<float>(to_host(wide), host_wide, "scaled_widen from " + what);
+
+    strata::cuda::accumulate<W>(narrow.span(), wide.span(), nullptr);  // wide += narrow
+    strata::kernels::accumulate<W>(host_narrow, host_wide);
+    expect_equal<float>(to_host(wide), host_wide, "accumulate of " + what);
   }
 }
 

@@ -2,7 +2,8 @@
 // the same data (fp32 to rounding, since nvcc fuses multiply-adds; fp16 and bf16 to one unit
 // in the last place of their type), replicated and PS variables side by side (the PS
 // buckets reduce-scatter, update the rank's slice and all-gather; on one rank the slice is
-// the whole padded bucket), grad_ready's ordering after a user stream's work,
+// the whole padded bucket), fp16/bf16 on the wire, gradient accumulation over micro-batches,
+// grad_ready's ordering after a user stream's work,
 // step() returning while the device is busy, and the binding and usage errors. Exits with
 // STRATA_GPU_SKIP_CODE when there is no GPU.
 #include <cstdint>
@@ -84,7 +85,11 @@ struct tracked {
   /// `wire`: the type the gradient travels in (rounded to it on one rank).
   template <class Wire = T>
   void host_update(const O& opt, const std::vector<T>& g, std::int64_t step) {
-    opt.update(master, widened(rounded<Wire>(widened(g))), state, step);
+    host_update_averaged(opt, widened(rounded<Wire>(widened(g))), step);
+  }
+
+  void host_update_averaged(const O& opt, const std::vector<float>& average, std::int64_t step) {
+    opt.update(master, average, state, step);
   }
 
   /// The device's parameters equal the host's to `tolerance`, and the gradient was only read.
@@ -157,6 +162,47 @@ void matches_host(const O& opt, const std::string& what, declared how = declared
          what + ": optimizer state for every element");
   exec.wait();
   STRATA_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+/// With accumulation_steps = 3, the first two step() calls only add the gradients up (in
+/// fp32; they update nothing) and the third reduces their sum, rounded once to the
+/// variable's type, and updates with its average.
+void accumulates_micro_batches() {
+  const optim::sgd opt{.lr = 0.1f, .momentum = 0.9f};
+  constexpr int micro_batches = 3;
+  tracked<float, optim::sgd> a("a", 1000, opt, 11);
+  tracked<strata::half, optim::sgd> h("h", 300, opt, 12);
+  nccl_executor exec(nccl::communicator::single_process(0), {a.binding(), h.binding()}, opt,
+                     {.buckets = several_buckets.buckets, .initialized_on = nullptr, .accumulation_steps = micro_batches});
+  const float scale = 1.0f / micro_batches;
+  for (std::int64_t update = 1; update <= 2; ++update) {
+    std::vector<float> sum_a(a.size, 0.0f), sum_h(h.size, 0.0f);
+    std::vector<float> ga;
+    std::vector<strata::half> gh;
+    for (int micro = 0; micro < micro_batches; ++micro) {
+      const auto seed = static_cast<std::uint32_t>(1000 * update + 10 * micro);
+      ga = a.set_gradient(seed + 1);
+      gh = h.set_gradient(seed + 2);
+      for (std::size_t i = 0; i < a.size; ++i) sum_a[i] += ga[i];
+      for (std::size_t i = 0; i < h.size; ++i) sum_h[i] += static_cast<float>(gh[i]);
+      const bool updated = exec.step();
+      expect(updated == (micro + 1 == micro_batches), "step() reports an update on the last micro-batch only");
+      exec.parameters_ready(nullptr);  // the next gradients overwrite this one's only after it was read
+      STRATA_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+    }
+    std::vector<float> average_a(a.size), average_h(h.size);
+    for (std::size_t i = 0; i < a.size; ++i) average_a[i] = sum_a[i] * scale;
+    for (std::size_t i = 0; i < h.size; ++i) average_h[i] = static_cast<float>(strata::half(sum_h[i])) * scale;
+    a.host_update_averaged(opt, average_a, update);
+    h.host_update_averaged(opt, average_h, update);
+    const std::string at = "accumulation, update " + std::to_string(update);
+    a.compare(ga, 1e-5f, at);
+    h.compare(gh, 1.0f / 1024, at);
+  }
+  expect(exec.updates() == 2, "accumulation: two updates from six micro-batches");
+  expect_throws<usage_error>(
+      [&] { nccl_executor(nccl::communicator::single_process(0), {a.binding()}, opt, {.buckets = {}, .initialized_on = nullptr, .accumulation_steps = 0}); },
+      {"accumulation_steps", "at least 1"}, "zero micro-batches");
 }
 
 __global__ void sleep_kernel(unsigned milliseconds) {
@@ -268,6 +314,7 @@ int main() {
     matches_host(optim::sgd{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f}, "PS, sgd with momentum", declared::ps);
     matches_host(optim::adam{.lr = 0.01f, .weight_decay = 0.01f}, "PS, adam", declared::ps);
     matches_host(optim::adam{.lr = 0.01f}, "fp16 and bf16 on the wire, adam", declared::compressed);
+    accumulates_micro_batches();
     waits_for_the_user_stream();
     step_does_not_block();
     errors();

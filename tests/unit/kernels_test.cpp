@@ -82,6 +82,18 @@ TEST_CASE("scaled_widen multiplies the exact 16-bit value", "[kernels][cast]") {
   }
 }
 
+TEST_CASE("accumulate adds the exact value of each element to an fp32 sum", "[kernels][cast]") {
+  std::vector<float> sum = {1.5f, -2.0f, 1e-3f};
+  const std::vector<half> in = {half(0.25f), half(3.0f), half(65504.0f)};
+  kernels::accumulate<half>(in, sum);
+  CHECK(sum == std::vector<float>{1.75f, 1.0f, 1e-3f + 65504.0f});
+  const std::vector<float> more = {0.5f, 0.5f, 0.5f};
+  kernels::accumulate<float>(more, sum);
+  CHECK(sum[0] == 2.25f);
+  std::vector<float> short_sum(2);
+  CHECK_THROWS_WITH(kernels::accumulate<half>(in, short_sum), Catch::Contains("kernels::accumulate"));
+}
+
 TEST_CASE("sizes that disagree are rejected with both sizes named", "[kernels]") {
   const std::vector<float> in(4);
   std::vector<half> out(3);

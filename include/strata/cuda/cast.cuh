@@ -1,6 +1,6 @@
 #pragma once
-// kernels::scaled_narrow and scaled_widen on the GPU: the same element functions, eight
-// values per thread. Spans are of device memory.
+// kernels::scaled_narrow, scaled_widen and accumulate on the GPU: the same element
+// functions, eight values per thread. Spans are of device memory.
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -48,7 +48,31 @@ void scaled_cast(const char* function, std::span<const In> in, std::span<Out> ou
       in.data(), out.data());
 }
 
+template <int N, class W>
+__global__ void accumulate_kernel(const W* in, float* sum, std::size_t n) {
+  for_each_fragment<N>(n, [=](std::size_t at, auto w) {
+    constexpr int M = decltype(w)::value;
+    const fragment<W, M> x = load<M>(in + at);
+    fragment<float, M> s = load<M>(sum + at);
+    for (int k = 0; k < M; ++k) s[k] = kernels::accumulate_element(s[k], x[k]);
+    store(sum + at, s);
+  });
+}
+
 }  // namespace detail
+
+/// sum[i] += float(in[i]), enqueued on `stream` (W: float, half or bfloat16).
+template <class W>
+void accumulate(std::span<const W> in, std::span<float> sum, cudaStream_t stream) {
+  kernels::detail::require_size("cuda::accumulate", "sum", sum.size(), in.size());
+  detail::with_fragment_width<detail::cast_fragment>(
+      [&](auto w) {
+        constexpr int N = decltype(w)::value;
+        detail::launch_elementwise<N>("accumulate_kernel", detail::accumulate_kernel<N, W>, in.size(), stream, in.data(),
+                                      sum.data(), in.size());
+      },
+      in.data(), sum.data());
+}
 
 /// out[i] = W(in[i] × scale), enqueued on `stream`.
 template <class W>

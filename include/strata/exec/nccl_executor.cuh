@@ -28,6 +28,10 @@
 // all-reduce, which moves half the bytes, and widen the sum back for the update; the
 // parameters and the optimizer stay fp32.
 //
+// With accumulation_steps = K, step() ends a micro-batch: the packed gradients of each
+// bucket are added to an fp32 sum on the communication stream, and only the K-th step()
+// reduces (the sum, rounded once to the wire type) and updates.
+//
 // PS<N> variables (synchronous) are the parameter server on NCCL: their buckets are
 // reduce-scattered instead of all-reduced, so each rank receives the summed gradient of
 // its own slice of the bucket; it alone updates that slice, against its fp32 master copy
@@ -78,6 +82,10 @@ struct nccl_executor_options {
   /// The stream that initialized the parameters: the constructor's broadcast from rank 0
   /// waits for it. The legacy default stream (null) waits for all blocking streams.
   cudaStream_t initialized_on = nullptr;
+  /// Micro-batches per update: each bucket's gradients of the first K-1 micro-batches are
+  /// summed in fp32 on the GPU, and only the K-th communicates; the update averages over
+  /// all K × P micro-batches, as the host executor does.
+  int accumulation_steps = 1;
 };
 
 namespace detail {
@@ -167,7 +175,10 @@ class nccl_executor {
   nccl_executor(nccl::communicator comm, std::vector<device_variable_binding> variables, O optimizer,
                 nccl_executor_options options = {})
       : comm_(std::move(comm)), variables_(std::move(variables)), optimizer_(std::move(optimizer)),
-        ready_(variables_.size(), false) {
+        accumulation_steps_(options.accumulation_steps), ready_(variables_.size(), false) {
+    if (accumulation_steps_ < 1)
+      throw usage_error("nccl_executor on rank " + std::to_string(comm_.rank()) + ": accumulation_steps must be at least 1, "
+                        "got " + std::to_string(accumulation_steps_));
     require_current_device();
     check_bindings();
     check_signatures(gather_signatures(signature(options.buckets)));
@@ -215,21 +226,27 @@ class nccl_executor {
   }
   void grad_ready(std::string_view name, cudaStream_t stream) { grad_ready(index(name), stream); }
 
-  /// Ends a step: gradients not marked are taken as produced by the work queued so far on
-  /// `stream`; every remaining bucket is launched, then the averaging and the optimizer are
-  /// enqueued behind the reductions. Returns at once: the update is done when the event
-  /// parameters_ready() waits on has completed.
-  void step(cudaStream_t stream = nullptr) {
+  /// Ends a step (a micro-batch, with accumulation): gradients not marked are taken as
+  /// produced by the work queued so far on `stream`; every remaining bucket is launched,
+  /// then, on the last micro-batch, the averaging and the optimizer are enqueued behind the
+  /// reductions. Returns at once, true when it enqueued an update: that is done, and the
+  /// gradients were read, when the event parameters_ready() waits on has completed.
+  bool step(cudaStream_t stream = nullptr) {
     if (marked_) require_all_ready();
     for (std::size_t v = 0; v < variables_.size(); ++v)
       if (!ready_[v]) grad_ready(v, stream);
-    ++updates_;
-    for (bucket& b : buckets_) std::visit([&](auto& data) { update(b, data, average_scale()); }, b.data);
+    const bool last = last_micro_batch();
+    if (last) {
+      ++updates_;
+      for (bucket& b : buckets_) std::visit([&](auto& data) { update(b, data, average_scale()); }, b.data);
+    }
     record(updated_, comm_.stream(), "step()");
     for (bucket& b : buckets_) b.pending = b.members.size();
     ready_.assign(ready_.size(), false);
     marked_ = false;
     launched_ = 0;
+    micro_ = last ? 0 : micro_ + 1;
+    return last;
   }
 
   /// Orders the work queued on `stream` from now on after the last update: call it before
@@ -299,6 +316,7 @@ class nccl_executor {
     std::size_t pending;   // members not yet marked this step
     bool sharded;
     sync::bucket_slices slices;  // sharded only
+    cuda::device_buffer<float> accumulated;  // the earlier micro-batches' sum (accumulation only)
     std::variant<bucket_data<float>, bucket_data<half>, bucket_data<bfloat16>, compressed_data<half>,
                  compressed_data<bfloat16>>
         data;
@@ -433,7 +451,8 @@ class nccl_executor {
       data.params->pack(data.wire.span().first(n), stream);
       cuda::scaled_widen<T>(updated_range(planned.sharded, slices, data.wire.span()), data.master32.span(), 1.0f, stream);
     }
-    return {layout.members, layout.offsets, n, layout.members.size(), planned.sharded, slices, std::move(data)};
+    return {layout.members, layout.offsets, n, layout.members.size(), planned.sharded, slices, accumulator(n),
+            std::move(data)};
   }
 
   template <class W>
@@ -445,7 +464,26 @@ class nccl_executor {
         cuda::bucket_packer<float>(spans_of<float>(layout.members, &device_variable_binding::grad), stream),
         cuda::device_buffer<float>(n, stream), cuda::device_buffer<W>(n, stream),
         detail::device_optimizer_state<O>(optimizer_, n, stream)};
-    return {layout.members, layout.offsets, n, layout.members.size(), false, {n, n}, std::move(data)};
+    return {layout.members, layout.offsets, n, layout.members.size(), false, {n, n}, accumulator(n), std::move(data)};
+  }
+
+  cuda::device_buffer<float> accumulator(std::size_t n) const {
+    return cuda::device_buffer<float>(accumulation_steps_ > 1 ? n : 0, comm_.stream());
+  }
+
+  bool last_micro_batch() const { return micro_ + 1 == accumulation_steps_; }
+
+  /// Folds this micro-batch's packed gradients into the bucket's sum; on the last one the
+  /// sum replaces them. Returns whether they are now ready to reduce.
+  template <class T>
+  bool accumulate(bucket& b, std::span<T> packed) {
+    if (accumulation_steps_ == 1) return true;
+    const cudaStream_t stream = comm_.stream();
+    if (micro_ == 0) cuda::scaled_widen<T>(packed, b.accumulated.span(), 1.0f, stream);
+    else cuda::accumulate<T>(packed, b.accumulated.span(), stream);
+    if (!last_micro_batch()) return false;
+    cuda::scaled_narrow<T>(b.accumulated.span(), packed, 1.0f, stream);
+    return true;
   }
 
   /// The part of a bucket's wire this rank updates.
@@ -466,21 +504,23 @@ class nccl_executor {
   }
 
   template <class T>
-  void start_reduction(const bucket& b, bucket_data<T>& data) {
+  void start_reduction(bucket& b, bucket_data<T>& data) {
     data.grads.pack(data.wire.span().first(b.elements), comm_.stream());
+    if (!accumulate(b, data.wire.span().first(b.elements))) return;
     request_ = (b.sharded ? comm_.ireduce_scatter_sum(data.wire.span()) : comm_.iallreduce_sum(data.wire.span())).ticket;
   }
 
   /// Averages before narrowing: the sum of P averages stays in range wherever the
   /// gradients themselves do, and fp32 does the division.
   template <class W>
-  void start_reduction(const bucket&, compressed_data<W>& data) {
+  void start_reduction(bucket& b, compressed_data<W>& data) {
     data.grads.pack(data.grad32.span(), comm_.stream());
+    if (!accumulate(b, data.grad32.span())) return;
     cuda::scaled_narrow<W>(data.grad32.span(), data.wire.span(), average_scale(), comm_.stream());
     request_ = comm_.iallreduce_sum(data.wire.span()).ticket;
   }
 
-  float average_scale() const { return 1.0f / static_cast<float>(comm_.size()); }
+  float average_scale() const { return 1.0f / static_cast<float>(comm_.size() * accumulation_steps_); }
 
   /// Updates each member of `b` in place from its part of `grads` (the bucket's average).
   void update_members(const bucket& b, detail::device_optimizer_state<O>& state, std::span<const float> grads) {
@@ -537,6 +577,7 @@ class nccl_executor {
   nccl::communicator comm_;
   std::vector<device_variable_binding> variables_;
   O optimizer_;
+  int accumulation_steps_;
   std::vector<bool> ready_;
   bool marked_ = false;
   std::vector<cudaEvent_t> events_;  // one per variable: its gradient is final
@@ -544,6 +585,7 @@ class nccl_executor {
   std::vector<bucket> buckets_;      // in launch order
   std::vector<std::size_t> bucket_of_;
   std::size_t launched_ = 0;  // buckets launched this step (a prefix)
+  int micro_ = 0;             // micro-batches of this update already stepped
   std::int64_t updates_ = 0;
   std::uint64_t request_ = 0;  // the last collective's ticket
 };
