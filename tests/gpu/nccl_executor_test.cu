@@ -165,39 +165,52 @@ void matches_host(const O& opt, const std::string& what, declared how = declared
 }
 
 /// With accumulation_steps = 3, the first two step() calls only add the gradients up (in
-/// fp32; they update nothing) and the third reduces their sum, rounded once to the
-/// variable's type, and updates with its average.
+/// fp32; they update nothing) and the third reduces their mean, rounded once to the wire
+/// type, and updates with it: replicated fp32 and fp16, compressed to fp16 on the wire, PS.
 void accumulates_micro_batches() {
   const optim::sgd opt{.lr = 0.1f, .momentum = 0.9f};
   constexpr int micro_batches = 3;
-  tracked<float, optim::sgd> a("a", 1000, opt, 11);
+  tracked<float, optim::sgd> a("a", 1000, opt, 11), c("c", 500, opt, 13), p("p", 700, opt, 14);
   tracked<strata::half, optim::sgd> h("h", 300, opt, 12);
-  nccl_executor exec(nccl::communicator::single_process(0), {a.binding(), h.binding()}, opt,
+  nccl_executor exec(nccl::communicator::single_process(0),
+                     {a.binding(), h.binding(), c.template binding<HalfWire>(), p.template binding<Server>()}, opt,
                      {.buckets = several_buckets.buckets, .initialized_on = nullptr, .accumulation_steps = micro_batches});
   const float scale = 1.0f / micro_batches;
   for (std::int64_t update = 1; update <= 2; ++update) {
-    std::vector<float> sum_a(a.size, 0.0f), sum_h(h.size, 0.0f);
-    std::vector<float> ga;
+    std::vector<float> sum_a(a.size, 0.0f), sum_h(h.size, 0.0f), sum_c(c.size, 0.0f), sum_p(p.size, 0.0f);
+    std::vector<float> ga, gc, gp;
     std::vector<strata::half> gh;
     for (int micro = 0; micro < micro_batches; ++micro) {
       const auto seed = static_cast<std::uint32_t>(1000 * update + 10 * micro);
       ga = a.set_gradient(seed + 1);
       gh = h.set_gradient(seed + 2);
+      gc = c.set_gradient(seed + 3);
+      gp = p.set_gradient(seed + 4);
       for (std::size_t i = 0; i < a.size; ++i) sum_a[i] += ga[i];
       for (std::size_t i = 0; i < h.size; ++i) sum_h[i] += static_cast<float>(gh[i]);
+      for (std::size_t i = 0; i < c.size; ++i) sum_c[i] += gc[i];
+      for (std::size_t i = 0; i < p.size; ++i) sum_p[i] += gp[i];
       const bool updated = exec.step();
       expect(updated == (micro + 1 == micro_batches), "step() reports an update on the last micro-batch only");
       exec.parameters_ready(nullptr);  // the next gradients overwrite this one's only after it was read
       STRATA_CUDA_CHECK(cudaStreamSynchronize(nullptr));
     }
-    std::vector<float> average_a(a.size), average_h(h.size);
-    for (std::size_t i = 0; i < a.size; ++i) average_a[i] = sum_a[i] * scale;
-    for (std::size_t i = 0; i < h.size; ++i) average_h[i] = static_cast<float>(strata::half(sum_h[i])) * scale;
-    a.host_update_averaged(opt, average_a, update);
-    h.host_update_averaged(opt, average_h, update);
+    // The mean is taken in fp32, then rounded to the wire type (one rank: the all-reduce
+    // and its 1/ranks change nothing).
+    auto mean = [&]<class Wire>(const std::vector<float>& sum, Wire) {
+      std::vector<float> m(sum.size());
+      for (std::size_t i = 0; i < sum.size(); ++i) m[i] = static_cast<float>(Wire(sum[i] * scale));
+      return m;
+    };
+    a.host_update_averaged(opt, mean(sum_a, 0.0f), update);
+    h.host_update_averaged(opt, mean(sum_h, strata::half()), update);
+    c.host_update_averaged(opt, mean(sum_c, strata::half()), update);
+    p.host_update_averaged(opt, mean(sum_p, 0.0f), update);
     const std::string at = "accumulation, update " + std::to_string(update);
     a.compare(ga, 1e-5f, at);
     h.compare(gh, 1.0f / 1024, at);
+    c.compare(gc, 1e-5f, at + " (fp16 on the wire)");
+    p.compare(gp, 1e-5f, at + " (PS)");
   }
   expect(exec.updates() == 2, "accumulation: two updates from six micro-batches");
   expect_throws<usage_error>(

@@ -171,6 +171,17 @@ TEST_CASE("ranks that declare different models are told which variable differs",
                                   }),
                     Catch::Contains("entry 2 of the signature is nothing (fewer variables) on rank 0 but variable "
                                     "\"extra\""));
+  // Different accumulation would pair one rank's update with another's micro-batch.
+  CHECK_THROWS_WITH(loopback::run(2,
+                                  [](loopback::context& ctx) {
+                                    std::vector<float> a(4), ga(4);
+                                    auto m = make_model(variable<Dense>("w", a, ga, {4}));
+                                    executor_options options;
+                                    options.accumulation_steps = ctx.rank() == 1 ? 2 : 1;
+                                    auto exec = make_executor(ctx, m, optim::sgd{}, options);
+                                  }),
+                    Catch::Contains("entry 0 of the signature is strata 0.1.0 with 2 ranks, 1 micro-batches per update "
+                                    "on rank 0 but strata 0.1.0 with 2 ranks, 2 micro-batches per update on rank 1"));
 }
 
 TEST_CASE("a rank that never arrives is named in a timeout instead of a hang", "[executor][timeout]") {

@@ -30,7 +30,7 @@
 //
 // With accumulation_steps = K, step() ends a micro-batch: the packed gradients of each
 // bucket are added to an fp32 sum on the communication stream, and only the K-th step()
-// reduces (the sum, rounded once to the wire type) and updates.
+// reduces (the micro-batches' mean, rounded once to the wire type) and updates.
 //
 // PS<N> variables (synchronous) are the parameter server on NCCL: their buckets are
 // reduce-scattered instead of all-reduced, so each rank receives the summed gradient of
@@ -261,8 +261,7 @@ class nccl_executor {
   /// communicator's deadline (nccl::options::timeout): a stalled peer aborts the
   /// communicator and throws timeout_error instead of hanging.
   void wait() {
-    nccl::communicator::request r{request_};
-    comm_.wait(r);
+    comm_.synchronize();
   }
 
   /// The optimizer's hyper-parameters may change between steps (learning-rate schedules).
@@ -276,8 +275,7 @@ class nccl_executor {
       std::visit(
           [&](const auto& data) {
             use.optimizer_state += data.state.bytes();
-            if constexpr (requires { data.master32; })
-              if (b.sharded) use.server_values += data.master32.size() * sizeof(float);
+            if (b.sharded) use.server_values += master_bytes(data);
           },
           b.data);
     return use;
@@ -300,6 +298,11 @@ class nccl_executor {
     std::optional<cuda::bucket_packer<T>> params;
   };
 
+  template <class T>
+  static std::size_t master_bytes(const bucket_data<T>& data) {
+    return data.master32.size() * sizeof(float);
+  }
+
   /// A compressed bucket's device buffers: the fp32 gradients are packed, narrowed to W for
   /// the all-reduce and widened back; the update runs on the user's parameters in place.
   template <class W>
@@ -309,6 +312,11 @@ class nccl_executor {
     cuda::device_buffer<W> wire;
     detail::device_optimizer_state<O> state;
   };
+
+  template <class W>
+  static std::size_t master_bytes(const compressed_data<W>&) {
+    return 0;  // updates the user's fp32 parameters in place
+  }
 
   struct bucket {
     std::vector<std::size_t> members, offsets;
@@ -343,13 +351,15 @@ class nccl_executor {
     }
   }
 
-  /// A line per fact that decides the collectives: the library, the world and bucket
-  /// sizes, then every variable (name, shape, element type, placement).
+  /// A line per fact that decides the collectives: the library, the world, the bucket
+  /// sizes and the micro-batches per update, then every variable (name, shape, element
+  /// type, wire type, placement).
   std::vector<std::string> signature(const sync::bucket_options& buckets) const {
     std::vector<std::string> lines = {"strata " + std::to_string(version_major) + "." + std::to_string(version_minor) + "." +
                                       std::to_string(version_patch) + " with " + std::to_string(comm_.size()) +
                                       " ranks, buckets of " + std::to_string(buckets.bucket_bytes) +
-                                      " bytes (the first " + std::to_string(buckets.first_bucket_bytes) + ")"};
+                                      " bytes (the first " + std::to_string(buckets.first_bucket_bytes) + "), " +
+                                      std::to_string(accumulation_steps_) + " micro-batches per update"};
     for (const device_variable_binding& v : variables_)
       lines.push_back("variable \"" + v.name + "\" " + detail::shape_text(v.shape) + " " +
                       std::string(element_type_name(v.type)) + " as " + std::string(element_type_name(v.wire)) +
@@ -474,7 +484,8 @@ class nccl_executor {
   bool last_micro_batch() const { return micro_ + 1 == accumulation_steps_; }
 
   /// Folds this micro-batch's packed gradients into the bucket's sum; on the last one the
-  /// sum replaces them. Returns whether they are now ready to reduce.
+  /// mean over the micro-batches replaces them (before any 16-bit rounding, so the wire
+  /// keeps the headroom of one gradient). Returns whether they are now ready to reduce.
   template <class T>
   bool accumulate(bucket& b, std::span<T> packed) {
     if (accumulation_steps_ == 1) return true;
@@ -482,7 +493,7 @@ class nccl_executor {
     if (micro_ == 0) cuda::scaled_widen<T>(packed, b.accumulated.span(), 1.0f, stream);
     else cuda::accumulate<T>(packed, b.accumulated.span(), stream);
     if (!last_micro_batch()) return false;
-    cuda::scaled_narrow<T>(b.accumulated.span(), packed, 1.0f, stream);
+    cuda::scaled_narrow<T>(b.accumulated.span(), packed, 1.0f / static_cast<float>(accumulation_steps_), stream);
     return true;
   }
 
@@ -507,7 +518,8 @@ class nccl_executor {
   void start_reduction(bucket& b, bucket_data<T>& data) {
     data.grads.pack(data.wire.span().first(b.elements), comm_.stream());
     if (!accumulate(b, data.wire.span().first(b.elements))) return;
-    request_ = (b.sharded ? comm_.ireduce_scatter_sum(data.wire.span()) : comm_.iallreduce_sum(data.wire.span())).ticket;
+    if (b.sharded) comm_.ireduce_scatter_sum(data.wire.span());
+    else comm_.iallreduce_sum(data.wire.span());
   }
 
   /// Averages before narrowing: the sum of P averages stays in range wherever the
@@ -517,10 +529,11 @@ class nccl_executor {
     data.grads.pack(data.grad32.span(), comm_.stream());
     if (!accumulate(b, data.grad32.span())) return;
     cuda::scaled_narrow<W>(data.grad32.span(), data.wire.span(), average_scale(), comm_.stream());
-    request_ = comm_.iallreduce_sum(data.wire.span()).ticket;
+    comm_.iallreduce_sum(data.wire.span());
   }
 
-  float average_scale() const { return 1.0f / static_cast<float>(comm_.size() * accumulation_steps_); }
+  /// The average over the ranks (accumulate() has already taken the micro-batches' mean).
+  float average_scale() const { return 1.0f / static_cast<float>(comm_.size()); }
 
   /// Updates each member of `b` in place from its part of `grads` (the bucket's average).
   void update_members(const bucket& b, detail::device_optimizer_state<O>& state, std::span<const float> grads) {
@@ -562,7 +575,7 @@ class nccl_executor {
     }
     data.state.update(optimizer_, updates_, data.master32.span(), grad32, 0, stream);
     cuda::scaled_narrow<T>(data.master32.span(), range, 1.0f, stream);
-    if (b.sharded) request_ = comm_.iallgather_blocks(wire).ticket;
+    if (b.sharded) comm_.iallgather_blocks(wire);
     data.params->unpack(wire.first(b.elements), stream);
   }
 
@@ -587,7 +600,6 @@ class nccl_executor {
   std::size_t launched_ = 0;  // buckets launched this step (a prefix)
   int micro_ = 0;             // micro-batches of this update already stepped
   std::int64_t updates_ = 0;
-  std::uint64_t request_ = 0;  // the last collective's ticket
 };
 
 }  // namespace strata

@@ -396,23 +396,16 @@ class communicator {
     }
     s.ensure_usable("wait");
     if (r.ticket > s.launched_) start_pending();
-    detail::check_cuda(cudaEventRecord(s.done_, s.stream()), "cudaEventRecord (wait)", rank());
-    const auto until = s.deadline();
-    for (unsigned polls = 0;; ++polls) {
-      const cudaError_t status = cudaEventQuery(s.done_);
-      if (status == cudaSuccess) break;
-      if (status != cudaErrorNotReady) {
-        s.abort("the communication stream failed");
-        detail::check_cuda(status, "cudaEventQuery (wait)", rank());
-      }
-      ncclResult_t state = ncclSuccess;
-      s.check(ncclCommGetAsyncError(s.native_handle(), &state), "ncclCommGetAsyncError (wait)");
-      if (state != ncclSuccess && state != ncclInProgress) s.fail(state, "wait");
-      if (std::chrono::steady_clock::now() > until) s.time_out("wait");
-      detail::comm_state::pause(polls);
-    }
-    s.completed_ = s.launched_;
+    drain();
     r.ticket = 0;
+  }
+
+  /// Returns once everything enqueued on stream() so far has finished: the launched
+  /// operations, and any other work ordered onto the stream (an executor's kernels). Posted
+  /// sends and receives are not started. Fails as wait() does.
+  void synchronize() {
+    state_->ensure_usable("synchronize");
+    drain();
   }
 
   /// Not available: NCCL receives only what the receiver expects, so nothing can be probed.
@@ -486,6 +479,28 @@ class communicator {
                         " sends and receives are already posted, NCCL's limit for one group; wait before posting more");
     s.pending_.push_back(t);
     return {++s.posted_};
+  }
+
+  /// Waits, within the deadline, for what the stream holds now (an event recorded on it),
+  /// checking NCCL's asynchronous error state while it polls.
+  void drain() {
+    detail::comm_state& s = *state_;
+    detail::check_cuda(cudaEventRecord(s.done_, s.stream()), "cudaEventRecord (wait)", rank());
+    const auto until = s.deadline();
+    for (unsigned polls = 0;; ++polls) {
+      const cudaError_t status = cudaEventQuery(s.done_);
+      if (status == cudaSuccess) break;
+      if (status != cudaErrorNotReady) {
+        s.abort("the communication stream failed");
+        detail::check_cuda(status, "cudaEventQuery (wait)", rank());
+      }
+      ncclResult_t state = ncclSuccess;
+      s.check(ncclCommGetAsyncError(s.native_handle(), &state), "ncclCommGetAsyncError (wait)");
+      if (state != ncclSuccess && state != ncclInProgress) s.fail(state, "wait");
+      if (std::chrono::steady_clock::now() > until) s.time_out("wait");
+      detail::comm_state::pause(polls);
+    }
+    s.completed_ = s.launched_;
   }
 
   /// The block of a buffer of `elements` split evenly among the ranks.
