@@ -212,7 +212,6 @@ class network {
   network& operator=(const network&) = delete;
 
   std::vector<parameter>& parameters() { return params_; }
-  int capacity() const { return capacity_; }
 
   /// Batch norm's running means and variances, both layers in one buffer. They are
   /// statistics of this rank's batches, not trained parameters: train.cu averages them

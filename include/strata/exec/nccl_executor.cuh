@@ -47,7 +47,6 @@
 // current device of the thread that drives it.
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -181,13 +180,14 @@ class nccl_executor {
                         "got " + std::to_string(accumulation_steps_));
     require_current_device();
     check_bindings();
-    check_signatures(gather_signatures(signature(options.buckets)));
+    check_signatures(detail::gather_lines(comm_.size(), signature(options.buckets),
+                                          [this](auto mine, auto all) { allgather_from_host(mine, all); }));
     for (std::size_t i = 0; i < variables_.size(); ++i) events_.push_back(make_event());
     updated_ = make_event();
     comm_.depend_on(options.initialized_on);
     for (device_variable_binding& v : variables_) broadcast(v);
     plan(options.buckets);
-    record(updated_, comm_.stream(), "the start-up");
+    record(updated_, comm_.stream(), [] { return std::string("the start-up"); });
     comm_.barrier();  // waits, within the communicator's deadline, for all of the above
   }
 
@@ -220,7 +220,7 @@ class nccl_executor {
                         "between steps");
     ready_[v] = true;
     marked_ = true;
-    record(events_[v], stream, "grad_ready(\"" + variables_[v].name + "\")");
+    record(events_[v], stream, [&] { return "grad_ready(\"" + variables_[v].name + "\")"; });
     --buckets_[bucket_of_[v]].pending;
     launch_complete_buckets();
   }
@@ -238,9 +238,9 @@ class nccl_executor {
     const bool last = last_micro_batch();
     if (last) {
       ++updates_;
-      for (bucket& b : buckets_) std::visit([&](auto& data) { update(b, data, average_scale()); }, b.data);
+      for (bucket& b : buckets_) std::visit([&](auto& data) { update(b, data); }, b.data);
     }
-    record(updated_, comm_.stream(), "step()");
+    record(updated_, comm_.stream(), [] { return std::string("step()"); });
     for (bucket& b : buckets_) b.pending = b.members.size();
     ready_.assign(ready_.size(), false);
     marked_ = false;
@@ -367,38 +367,19 @@ class nccl_executor {
     return lines;
   }
 
-  /// Every rank's signature, gathered over NCCL through device memory: the lengths, then
-  /// the texts padded to the longest, as the host executor does over MPI.
-  std::vector<std::vector<std::string>> gather_signatures(const std::vector<std::string>& lines) {
-    const std::string text = detail::join_lines(lines);
-    const auto ranks = static_cast<std::size_t>(comm_.size()), me = static_cast<std::size_t>(comm_.rank());
-    std::vector<std::uint64_t> lengths(ranks, 0);
-    lengths[me] = text.size();
-    lengths = gathered(lengths);
-    const std::size_t longest = *std::max_element(lengths.begin(), lengths.end());
-    std::vector<char> texts(longest * ranks, '\0');
-    std::copy(text.begin(), text.end(), texts.begin() + static_cast<std::ptrdiff_t>(me * longest));
-    texts = gathered(texts);
-    std::vector<std::vector<std::string>> all;
-    for (std::size_t r = 0; r < ranks; ++r) all.push_back(detail::split_lines({texts.data() + r * longest, lengths[r]}));
-    return all;
-  }
-
-  /// `blocks` holds one equal block per rank; returns it with every rank's own block.
+  /// The nccl communicator's all-gather for host data (the signature), staged through
+  /// device memory; blocks the host.
   template <class T>
-  std::vector<T> gathered(std::vector<T> blocks) {
+  void allgather_from_host(std::span<const T> mine, std::span<T> all) {
     const cudaStream_t stream = comm_.stream();
-    const std::size_t block = blocks.size() / static_cast<std::size_t>(comm_.size());
-    cuda::device_buffer<T> all(blocks.size(), stream);
-    const std::size_t bytes = blocks.size() * sizeof(T);
-    nccl::detail::check_cuda(cudaMemcpyAsync(all.data(), blocks.data(), bytes, cudaMemcpyHostToDevice, stream),
+    cuda::device_buffer<T> staged(all.size(), stream);
+    const std::span<T> own = staged.span().subspan(static_cast<std::size_t>(comm_.rank()) * mine.size(), mine.size());
+    nccl::detail::check_cuda(cudaMemcpyAsync(own.data(), mine.data(), mine.size_bytes(), cudaMemcpyHostToDevice, stream),
                              "cudaMemcpyAsync (the model signature)", comm_.rank());
-    comm_.allgather(std::span<const T>(all.span().subspan(static_cast<std::size_t>(comm_.rank()) * block, block)),
-                    all.span());
-    nccl::detail::check_cuda(cudaMemcpyAsync(blocks.data(), all.data(), bytes, cudaMemcpyDeviceToHost, stream),
+    comm_.allgather(std::span<const T>(own), staged.span());
+    nccl::detail::check_cuda(cudaMemcpyAsync(all.data(), staged.data(), all.size_bytes(), cudaMemcpyDeviceToHost, stream),
                              "cudaMemcpyAsync (the model signature)", comm_.rank());
     nccl::detail::check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (the model signature)", comm_.rank());
-    return blocks;
   }
 
   cudaEvent_t make_event() const {
@@ -407,8 +388,12 @@ class nccl_executor {
     return e;
   }
 
-  void record(cudaEvent_t e, cudaStream_t stream, const std::string& during) const {
-    nccl::detail::check_cuda(cudaEventRecord(e, stream), "cudaEventRecord (" + during + ")", comm_.rank());
+  /// `during()` names the call in an error; built only then, since grad_ready and step()
+  /// record on every step.
+  template <class Context>
+  void record(cudaEvent_t e, cudaStream_t stream, Context&& during) const {
+    if (const cudaError_t status = cudaEventRecord(e, stream); status != cudaSuccess)
+      nccl::detail::check_cuda(status, "cudaEventRecord (" + during() + ")", comm_.rank());
   }
 
   void broadcast(device_variable_binding& v) {
@@ -508,8 +493,9 @@ class nccl_executor {
     for (; launched_ < buckets_.size() && buckets_[launched_].pending == 0; ++launched_) {
       bucket& b = buckets_[launched_];
       for (std::size_t m : b.members)
-        nccl::detail::check_cuda(cudaStreamWaitEvent(comm_.stream(), events_[m], 0),
-                                 "cudaStreamWaitEvent (the gradient of \"" + variables_[m].name + "\")", comm_.rank());
+        if (const cudaError_t status = cudaStreamWaitEvent(comm_.stream(), events_[m], 0); status != cudaSuccess)
+          nccl::detail::check_cuda(status, "cudaStreamWaitEvent (the gradient of \"" + variables_[m].name + "\")",
+                                   comm_.rank());
       std::visit([&](auto& data) { start_reduction(b, data); }, b.data);
     }
   }
@@ -545,7 +531,7 @@ class nccl_executor {
   }
 
   template <class W>
-  void update(const bucket& b, compressed_data<W>& data, float /*scale: applied before narrowing*/) {
+  void update(const bucket& b, compressed_data<W>& data) {  // averaged before narrowing
     cuda::scaled_widen<W>(data.wire.span(), data.grad32.span(), 1.0f, comm_.stream());
     update_members(b, data.state, data.grad32.span());
   }
@@ -553,7 +539,8 @@ class nccl_executor {
   /// Enqueues a reduced bucket's averaging and update, and for a sharded bucket the
   /// all-gather of the updated slices.
   template <class T>
-  void update(const bucket& b, bucket_data<T>& data, float scale) {
+  void update(const bucket& b, bucket_data<T>& data) {
+    const float scale = average_scale();
     const cudaStream_t stream = comm_.stream();
     const std::span<T> wire = data.wire.span();
     if (!data.params) {  // fp32, replicated: the user's parameters are the master copy

@@ -5,8 +5,6 @@
 // gathered over a host communicator and compared by check_signatures (signature_check.hpp);
 // a mismatch is reported on every rank, naming the first differing variable and the ranks
 // that differ.
-#include <algorithm>
-#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,33 +29,11 @@ inline std::vector<std::string> model_signature(std::span<const variable_binding
   return lines;
 }
 
-namespace detail {
-
-/// Every rank's lines, gathered on every rank (variable-length texts through two
-/// fixed-size all-gathers: the lengths, then the texts padded to the longest).
-template <Communicator C>
-std::vector<std::vector<std::string>> gather_lines(C& comm, const std::vector<std::string>& lines) {
-  std::string text = join_lines(lines);
-  const std::uint64_t mine = text.size();
-  std::vector<std::uint64_t> sizes(static_cast<std::size_t>(comm.size()));
-  comm.allgather(std::span<const std::uint64_t>(&mine, 1), std::span<std::uint64_t>(sizes));
-  const std::uint64_t longest = *std::max_element(sizes.begin(), sizes.end());
-  text.resize(longest, '\0');
-  std::string all(longest * sizes.size(), '\0');
-  comm.allgather(std::span<const char>(text), std::span<char>(all));
-  std::vector<std::vector<std::string>> result;
-  for (std::size_t r = 0; r < sizes.size(); ++r)
-    result.push_back(split_lines(std::string_view(all.data() + r * longest, sizes[r])));
-  return result;
-}
-
-}  // namespace detail
-
 /// Compares this rank's signature with every other rank's; throws signature_error on every
 /// rank if any differ. A collective on `comm`: every rank must call it.
 template <Communicator C>
 void verify_signature(C& comm, const std::vector<std::string>& lines) {
-  check_signatures(detail::gather_lines(comm, lines));
+  check_signatures(detail::gather_lines(comm.size(), lines, [&](auto mine, auto all) { comm.allgather(mine, all); }));
 }
 
 }  // namespace strata

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,26 @@ inline std::vector<std::string> split_lines(std::string_view text) {
     begin = end + 1;
   }
   return lines;
+}
+
+/// Every rank's lines, gathered on every rank of `ranks`: variable-length texts through two
+/// fixed-size all-gathers, the lengths, then the texts padded to the longest.
+/// `allgather(mine, all)` is the transport's all-gather of host data (spans of
+/// std::uint64_t, then of char): rank i's block lands at i * mine.size() of `all`.
+template <class AllGather>
+std::vector<std::vector<std::string>> gather_lines(int ranks, const std::vector<std::string>& lines, AllGather&& allgather) {
+  std::string text = join_lines(lines);
+  const std::uint64_t mine = text.size();
+  std::vector<std::uint64_t> sizes(static_cast<std::size_t>(ranks));
+  allgather(std::span<const std::uint64_t>(&mine, 1), std::span<std::uint64_t>(sizes));
+  const std::uint64_t longest = *std::max_element(sizes.begin(), sizes.end());
+  text.resize(longest, '\0');
+  std::string all(longest * sizes.size(), '\0');
+  allgather(std::span<const char>(text), std::span<char>(all));
+  std::vector<std::vector<std::string>> result;
+  for (std::size_t r = 0; r < sizes.size(); ++r)
+    result.push_back(split_lines(std::string_view(all.data() + r * longest, sizes[r])));
+  return result;
 }
 
 }  // namespace detail

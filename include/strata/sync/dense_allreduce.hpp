@@ -166,11 +166,11 @@ class dense_allreduce_synchronizer {
   std::span<const variable_binding> variables() const { return variables_; }
   std::size_t bucket_count() const { return buckets_.size(); }
 
+  void add_memory(memory_use& use) { add_replicated_memory<O>(use, states_); }
+
   /// The state a checkpoint keeps: parameters and optimizer state (replicated), each
   /// rank's error-feedback residuals (kept per bucket, saved in each variable's own layout
   /// so that another bucketing or partitioning can restore them), codec state.
-  void add_memory(memory_use& use) { add_replicated_memory<O>(use, states_); }
-
   void collect_state(ckpt::state_set& set) {
     add_replicated_state<O>(set, variables_, states_);
     if constexpr (requires(reducer& r) { r.residual_state(std::size_t{}); }) {

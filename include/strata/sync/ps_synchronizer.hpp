@@ -108,14 +108,14 @@ class ps_synchronizer {
     complete(deadline);
   }
 
+  /// Nothing: values and optimizer state live on the servers (service::held).
+  void add_memory(memory_use&) {}
+
   /// The values and optimizer state of the shards this rank hosts, as sharded tensors named
   /// as data parallelism names them ("w", "w/exp_avg"), so a restore intersects ranges: any
   /// world size, shard layout or replicated strategy restores them. Taken at a consistent
   /// cut, once every worker's pushes of the updates completed so far are applied. A worker's
   /// own copy (dense values, a sparse table's rows) is a cache and is not saved.
-  /// Nothing: values and optimizer state live on the servers (service::held).
-  void add_memory(memory_use&) {}
-
   void collect_state(ckpt::state_set& set) {
     snapshots_.clear();
     const ps::plan& plan = service_->layout();
