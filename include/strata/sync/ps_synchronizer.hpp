@@ -121,7 +121,9 @@ class ps_synchronizer {
     const ps::plan& plan = service_->layout();
     for (std::size_t k = 0; k < variables_.size(); ++k) {
       const ps::variable_plan& var = plan.variables[plan_index_[k]];
-      auto names_of = make_state_for(*optimizer_, 0, sparse ? optim::gradient_form::sparse_rows : optim::gradient_form::dense);
+      // A state of one element: optimizers list only the state tensors that hold something
+      // (SGD without momentum has none), and an empty state would hold nothing.
+      auto names_of = make_state_for(*optimizer_, 1, sparse ? optim::gradient_form::sparse_rows : optim::gradient_form::dense);
       const std::vector<optim::named_state> state = O::tensors(names_of);
       for (std::size_t j = 0; j < var.shards.size(); ++j) {
         const ps::shard_plan& shard = var.shards[j];
