@@ -141,8 +141,11 @@ class store {
       if (comm.rank() == 0) std::filesystem::remove(folder / commit_name);  // re-saving a step: not committed meanwhile
       file_builder file;
       for (const tensor_state& t : state.tensors()) {
-        record r{.kind = record_kind::slice, .name = t.name, .shape = detail::to_u64(t.shape),
-                 .source_rank = static_cast<std::uint32_t>(comm.rank())};
+        record r;
+        r.kind = record_kind::slice;
+        r.name = t.name;
+        r.shape = detail::to_u64(t.shape);
+        r.source_rank = static_cast<std::uint32_t>(comm.rank());
         std::span<const float> data = t.data;
         if (t.how == sharing::replicated) {
           const auto [begin, end] = detail::even_part(t.data.size(), comm.size(), comm.rank());
