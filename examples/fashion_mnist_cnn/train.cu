@@ -14,6 +14,7 @@
 
 #include <strata/cuda/cast.cuh>
 #include <strata/cuda/launch.cuh>
+#include <strata/cuda/stream.cuh>
 #include <strata/exec/nccl_executor.cuh>
 
 #include "network.cuh"
@@ -88,18 +89,6 @@ device_split to_device(const fashion_mnist::dataset& d, cudaStream_t stream) {
   return {to_device(d.images, stream), to_device(d.labels, stream), d.size()};
 }
 
-class stream_owner {
- public:
-  stream_owner() { STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
-  ~stream_owner() { static_cast<void>(cudaStreamDestroy(stream_)); }
-  stream_owner(const stream_owner&) = delete;
-  stream_owner& operator=(const stream_owner&) = delete;
-  operator cudaStream_t() const { return stream_; }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
-
 template <class S>
 strata::device_variable_binding bind(parameter& p) {
   const std::span<float> value = p.value.span(), grad = p.grad.span();
@@ -156,7 +145,7 @@ train_result train(strata::nccl::communicator comm, const fashion_mnist::dataset
     throw std::invalid_argument("the global batch (" + std::to_string(o.global_batch) +
                                 ") must be a positive multiple of the number of ranks (" + std::to_string(ranks) + ")");
   const int local = o.global_batch / ranks;
-  const stream_owner stream;
+  const strata::cuda::owned_stream stream;
   const device_split train_d = to_device(train_set, stream), test_d = to_device(test, stream);
   std::vector<int> order(test.size());
   std::iota(order.begin(), order.end(), 0);

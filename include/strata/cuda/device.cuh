@@ -1,6 +1,9 @@
 #pragma once
-// Whether this process has a GPU to run on.
+// Whether this process has a GPU to run on, and whether a buffer is memory of one.
 #include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <string>
 
 #include "strata/cuda/check.cuh"
 
@@ -21,5 +24,22 @@ inline int device_count() {
 
 /// True when at least one CUDA device can be used.
 inline bool device_available() { return device_count() > 0; }
+
+/// Throws binding_error, starting with `what` (e.g. `variable "w" on rank 1: the gradient`),
+/// unless the `bytes` at `data` are memory of CUDA device `device` (device or managed
+/// memory). Pinned and pageable host memory are refused: kernels and NCCL would read it
+/// across the bus, or not at all.
+inline void require_device_memory(const void* data, std::size_t bytes, int device, const std::string& what) {
+  if (bytes == 0) return;
+  if (data == nullptr) throw binding_error(what + " pointer is null");
+  cudaPointerAttributes attributes{};
+  STRATA_CUDA_CHECK(cudaPointerGetAttributes(&attributes, data));
+  if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged)
+    throw binding_error(what + " buffer is " + (attributes.type == cudaMemoryTypeHost ? "pinned " : "") +
+                        "host memory; bind device memory of GPU " + std::to_string(device) + " (cudaMalloc)");
+  if (attributes.device != device)
+    throw binding_error(what + " buffer is memory of GPU " + std::to_string(attributes.device) + ", but it is used on GPU " +
+                        std::to_string(device));
+}
 
 }  // namespace strata::cuda

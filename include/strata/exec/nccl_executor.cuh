@@ -62,6 +62,7 @@
 #include "strata/comm/nccl/nccl.hpp"
 #include "strata/cuda/buffer.cuh"
 #include "strata/cuda/cast.cuh"
+#include "strata/cuda/device.cuh"
 #include "strata/cuda/optimizer.cuh"
 #include "strata/cuda/pack.cuh"
 #include "strata/config.hpp"
@@ -88,25 +89,6 @@ struct nccl_executor_options {
 };
 
 namespace detail {
-
-/// Throws binding_error unless `data` is memory of CUDA device `device` (device or managed
-/// memory). Pinned and pageable host memory are refused: NCCL and the kernels would read
-/// it across the bus, or not at all.
-inline void require_device_memory(const void* data, std::size_t bytes, int device, int rank, const std::string& variable,
-                                  std::string_view what) {
-  const std::string where = "variable \"" + variable + "\" on rank " + std::to_string(rank) + ": the " + std::string(what);
-  if (bytes == 0) return;
-  if (data == nullptr) throw binding_error(where + " pointer is null");
-  cudaPointerAttributes attributes{};
-  nccl::detail::check_cuda(cudaPointerGetAttributes(&attributes, data), "cudaPointerGetAttributes (" + where + ")", rank);
-  if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged)
-    throw binding_error(where + " buffer is " + (attributes.type == cudaMemoryTypeHost ? "pinned " : "") +
-                        "host memory; bind device memory of GPU " + std::to_string(device) +
-                        " (cudaMalloc), or use the host executor (make_executor) for host buffers");
-  if (attributes.device != device)
-    throw binding_error(where + " buffer is memory of GPU " + std::to_string(attributes.device) +
-                        ", but this rank's communicator runs on GPU " + std::to_string(device));
-}
 
 /// An optimizer's state in device memory, laid out like a bucket, and its fused update.
 template <class O>
@@ -346,8 +328,9 @@ class nccl_executor {
       if (!names.insert(v.name).second)
         throw binding_error("variable \"" + v.name + "\" on rank " + std::to_string(comm_.rank()) +
                             " is declared twice; give every variable its own name");
-      detail::require_device_memory(v.param, v.bytes(), comm_.device(), comm_.rank(), v.name, "parameter");
-      detail::require_device_memory(v.grad, v.bytes(), comm_.device(), comm_.rank(), v.name, "gradient");
+      for (const auto& [data, what] : {std::pair{v.param, "parameter"}, std::pair{v.grad, "gradient"}})
+        cuda::require_device_memory(data, v.bytes(), comm_.device(),
+                                    "variable \"" + v.name + "\" on rank " + std::to_string(comm_.rank()) + ": the " + what);
     }
   }
 
