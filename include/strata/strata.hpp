@@ -10,6 +10,7 @@
 #include "strata/config.hpp"
 #include "strata/error.hpp"
 #include "strata/exec/executor.hpp"
+#include "strata/exec/staged_executor.hpp"
 #include "strata/model/build.hpp"
 #include "strata/model/model.hpp"
 #include "strata/optim/dense_and_sparse.hpp"

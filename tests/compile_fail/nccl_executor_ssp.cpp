@@ -1,5 +1,6 @@
 // expect: NcclStrategy
 // expect: the nccl executor runs synchronous (BSP) PS<N> only
+// expect: staged_executor (see docs/compatibility.md)
 #include <span>
 
 #include "strata/model/device_variable.hpp"

@@ -6,6 +6,7 @@
 
 #include "conformance/cases.hpp"
 #include "conformance/ps_cases.hpp"
+#include "conformance/staged_cases.hpp"
 
 namespace strata::testing {
 extern mpi::context* context;
@@ -175,4 +176,13 @@ TEST_CASE("mpi: a non-finite gradient on one rank is caught on every rank", "[mp
       CHECK((s.skipped && !s.updated && w[3] == 1.0f));
     }
   }
+}
+
+TEST_CASE("mpi: a staged executor trains as the host executor on host buffers", "[mpi][staged]") {
+  CHECK_NOTHROW(conformance::staged_equals_direct(*context, host_stage{}, conformance::host_memory()));
+}
+
+TEST_CASE("mpi: SSP through a stage reads within its bound and copies what it read", "[mpi][staged][ps]") {
+  // P = 2 or 4: the case's expected values are exact for a power of two.
+  CHECK_NOTHROW(conformance::staged_ssp_reads_within_bound<1>(*context, host_stage{}, conformance::host_memory(), 5, 24));
 }

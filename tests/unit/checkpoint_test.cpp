@@ -10,22 +10,14 @@
 #include <unistd.h>
 
 #include "conformance/ps_cases.hpp"
+#include "conformance/temporary_folder.hpp"
 
 using namespace strata;
 namespace fs = std::filesystem;
 
 namespace {
 
-/// A fresh, empty folder per test, removed afterwards.
-struct temporary_folder {
-  fs::path path;
-  temporary_folder() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() / fmt::format("strata-ckpt-test-{}-{}", ::getpid(), counter++);
-    fs::remove_all(path);
-  }
-  ~temporary_folder() { fs::remove_all(path); }
-};
+using conformance::temporary_folder;
 
 std::vector<std::byte> sample_file() {
   const std::vector<float> values = {1.5f, -2.0f, 3.25f};

@@ -49,26 +49,27 @@ template <class S>
 concept NcclStrategy =
     CanonicalStrategy<S> &&
     (!S::descriptor.sparse_rows ||
-     detail::unsatisfied<"the nccl executor runs dense gradients only; SparseRows needs a host backend "
-                         "(see docs/compatibility.md)">()) &&
+     detail::unsatisfied<"the nccl executor runs dense gradients only; SparseRows tables need the host "
+                         "executor over host memory (see docs/compatibility.md)">()) &&
     (S::descriptor.codec == codec_kind::none || S::descriptor.codec == codec_kind::fp16 ||
      S::descriptor.codec == codec_kind::bf16 ||
      detail::unsatisfied<"the nccl executor compresses with Compress<FP16> or Compress<BF16> only; TopK and PowerSGD "
-                         "need a host backend (see docs/compatibility.md)">()) &&
+                         "run on the host: train those variables with staged_executor (see docs/compatibility.md)">()) &&
     (!S::descriptor.error_feedback ||
      detail::unsatisfied<"the nccl executor has no error feedback yet; use Compress<FP16> or Compress<BF16> "
-                         "without ErrorFeedback (see docs/compatibility.md)">()) &&
+                         "without ErrorFeedback, or train the variable with staged_executor (see docs/compatibility.md)">()) &&
     (S::descriptor.placement == placement_kind::replicate || S::descriptor.codec == codec_kind::none ||
      detail::unsatisfied<"the nccl executor does not compress PS<N> variables (see docs/compatibility.md)">()) &&
     (S::descriptor.consistency == consistency_kind::bsp ||
      detail::unsatisfied<"the nccl executor runs synchronous (BSP) PS<N> only; Consistency<ASP> and "
-                         "Consistency<SSP<S>> need the host parameter server (see docs/compatibility.md)">()) &&
+                         "Consistency<SSP<S>> run on the host parameter server: train those variables with "
+                         "staged_executor (see docs/compatibility.md)">()) &&
     (S::descriptor.placement == placement_kind::ps || !S::descriptor.partitioned() ||
-     detail::unsatisfied<"the nccl executor does not partition replicated variables yet (see "
-                         "docs/compatibility.md)">()) &&
+     detail::unsatisfied<"the nccl executor does not partition replicated variables yet; train them "
+                         "with staged_executor (see docs/compatibility.md)">()) &&
     (S::descriptor.placement == placement_kind::ps || S::descriptor.collective == collective_kind::native ||
-     detail::unsatisfied<"the nccl executor runs AllReduce<Native> (ncclAllReduce) only (see "
-                         "docs/compatibility.md)">());
+     detail::unsatisfied<"the nccl executor runs AllReduce<Native> (ncclAllReduce) only; Ring, Tree "
+                         "and Hierarchical run on the host with staged_executor (see docs/compatibility.md)">());
 
 /// What the nccl executor sees of a variable.
 struct device_variable_binding {

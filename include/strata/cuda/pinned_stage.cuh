@@ -1,0 +1,64 @@
+#pragma once
+// The stage of device variables trained by the host executor (exec/staged_executor.hpp):
+// their buffers are device memory of the current GPU, mirrored in pinned host memory so
+// that the copies are asynchronous DMA on one stream, the user's compute stream. A
+// gradient copied after backward was enqueued waits for backward; a forward enqueued after
+// a parameter copy reads the new values; wait() is the one place the host blocks.
+// Host code that needs only the CUDA runtime, so either compiler may include it.
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/cuda/check.cuh"
+#include "strata/cuda/device.cuh"
+
+namespace strata::cuda {
+
+class pinned_stage {
+ public:
+  /// Copies on `stream`, for device memory of the GPU current when it is constructed.
+  explicit pinned_stage(cudaStream_t stream) : stream_(stream) { STRATA_CUDA_CHECK(cudaGetDevice(&device_)); }
+
+  /// `n` floats of pinned host memory, released with the stage.
+  std::span<float> host_buffer(std::size_t n) {
+    void* data = nullptr;
+    if (n != 0) STRATA_CUDA_CHECK(cudaMallocHost(&data, n * sizeof(float)));
+    buffers_.emplace_back(static_cast<float*>(data));
+    return {static_cast<float*>(data), n};
+  }
+
+  /// Throws binding_error, naming the variable, unless `memory` is memory of this
+  /// stage's GPU.
+  void check(std::string_view variable, std::span<const float> memory, std::string_view what) const {
+    require_device_memory(memory.data(), memory.size_bytes(), device_,
+                          "staged variable \"" + std::string(variable) + "\": the " + std::string(what));
+  }
+
+  void to_host(std::span<const float> device, std::span<float> host) { copy(device, host.data(), cudaMemcpyDeviceToHost); }
+  void to_device(std::span<const float> host, std::span<float> device) { copy(host, device.data(), cudaMemcpyHostToDevice); }
+
+  /// Blocks until every copy enqueued so far, and the work before them on the stream, is done.
+  void wait() { STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  void copy(std::span<const float> from, float* to, cudaMemcpyKind kind) {
+    if (!from.empty()) STRATA_CUDA_CHECK(cudaMemcpyAsync(to, from.data(), from.size_bytes(), kind, stream_));
+  }
+
+  struct release {
+    void operator()(float* data) const noexcept { static_cast<void>(cudaFreeHost(data)); }
+  };
+
+  cudaStream_t stream_ = nullptr;
+  int device_ = 0;
+  std::vector<std::unique_ptr<float, release>> buffers_;
+};
+
+}  // namespace strata::cuda

@@ -1,0 +1,190 @@
+#pragma once
+// Device variables whose strategies the nccl executor does not run (the parameter server
+// under Consistency<ASP> or Consistency<SSP<S>>, TopK, PowerSGD, error feedback,
+// partitioned replicas) train with the host executor, staged through host memory. Each
+// step copies the gradients from the device into host mirrors, runs the host executor's
+// step on the mirrors (pushes and pulls, or the compressed all-reduce, on the CPU
+// backend), and copies back the parameters an update changed:
+//
+//   cuda::pinned_stage stage(compute);  // copies on the compute stream, via pinned memory
+//   auto staged = make_staged_executor(mpi, std::move(stage), optim::adam{}, {},
+//       variable<Strategy<PS<2>, Partition<0>, Consistency<SSP<3>>>>("fc1.weight", w, gw, {256, 3136}));
+//   for (...) {
+//     forward_backward(compute);  // writes gw on the stage's stream
+//     staged.step();              // the host waits for gw, then for the servers
+//   }
+//
+// The declarations bind the stage's memory (device memory for cuda::pinned_stage), with
+// the shapes and compile-time rules of any variable. It costs a round trip through host
+// memory and a host wait per step, so it is for the variables that need a host strategy;
+// an nccl_executor beside it keeps the rest on the GPU.
+//
+// A stage is the memory the user's buffers live in and how to copy between it and the
+// host: cuda::pinned_stage (strata/cuda/pinned_stage.cuh) for a GPU, and host_stage for
+// buffers that are already host memory, which the tests use to check staging on the CPU.
+#include <concepts>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "strata/exec/executor.hpp"
+
+namespace strata {
+
+/// Where staged variables' buffers live. Copies are enqueued in call order; wait() returns
+/// once all enqueued so far are done. host_buffer(n) gives memory for asynchronous copies
+/// that lives as long as the stage. check() throws binding_error, naming the variable, when
+/// `memory` is not the stage's.
+template <class S>
+concept StagingMemory = std::movable<S> && requires(S& stage, std::size_t n, std::span<const float> from,
+                                                     std::span<float> to, std::string_view name) {
+  { stage.host_buffer(n) } -> std::same_as<std::span<float>>;
+  stage.check(name, from, name);
+  stage.to_host(from, to);
+  stage.to_device(from, to);
+  stage.wait();
+};
+
+/// The stage for buffers in host memory: copies are plain copies, done when called.
+class host_stage {
+ public:
+  std::span<float> host_buffer(std::size_t n) {
+    buffers_.push_back(std::make_unique<float[]>(n));
+    return {buffers_.back().get(), n};
+  }
+  void check(std::string_view, std::span<const float>, std::string_view) const {}
+  void to_host(std::span<const float> device, std::span<float> host) { std::ranges::copy(device, host.begin()); }
+  void to_device(std::span<const float> host, std::span<float> device) { std::ranges::copy(host, device.begin()); }
+  void wait() {}
+
+ private:
+  std::vector<std::unique_ptr<float[]>> buffers_;
+};
+
+template <CommContext Context, StagingMemory Stage, class Model, Optimizer O>
+class staged_executor;
+
+/// The host executor over host mirrors of variables that live in a stage's memory: see the
+/// file comment. One thread drives it.
+template <CommContext Context, StagingMemory Stage, CanonicalStrategy... Strategies, Optimizer O>
+class staged_executor<Context, Stage, model<Strategies...>, O> {
+  static_assert((!Strategies::descriptor.sparse_rows && ...),
+                "staged_executor stages dense gradients; a SparseRows table's rows are pulled and pushed by the host "
+                "executor (make_executor) over host memory");
+
+ public:
+  using model_type = model<Strategies...>;
+  using executor_type = executor<Context, model_type, O>;
+
+  /// Collective, as the host executor's constructor: binds `on_stage`, declarations whose
+  /// buffers are the stage's memory, to host mirrors holding their values; then the host
+  /// executor starts every replica (and server) from rank 0's values, which are copied
+  /// back before the constructor returns.
+  template <class... Declarations>
+  staged_executor(Context& context, Stage stage, O optimizer, executor_options options, Declarations... on_stage)
+      : stage_(std::move(stage)), model_(mirror(std::move(on_stage)...)),
+        executor_(context, model_, std::move(optimizer), options) {
+    parameters_to_stage();
+    stage_.wait();
+  }
+  staged_executor(const staged_executor&) = delete;
+  staged_executor& operator=(const staged_executor&) = delete;
+  ~staged_executor() {
+    try {
+      stage_.wait();  // no copy may outlive the mirrors
+    } catch (...) {
+      // A destructor cannot throw; a copy fails only on a broken device, which the next
+      // call on it reports.
+    }
+  }
+
+  /// Ends a micro-batch: waits for the gradients written so far (on the stage's stream),
+  /// runs the host executor's step on their copies and, when it updated, enqueues the copy
+  /// of the new parameters back to the stage. Work enqueued on the stage's stream after
+  /// this reads the new parameters.
+  step_stats step() {
+    for (const staged_buffers& b : staged_) stage_.to_host(b.grad, b.host_grad);
+    stage_.wait();  // also completes the last update's copies, before the mirrors change
+    const step_stats stats = executor_.step();
+    if (stats.updated) parameters_to_stage();
+    return stats;
+  }
+
+  /// Collective: saves what the host executor keeps (parameters, optimizer state, residuals,
+  /// the servers' shards) after `updates()` updates.
+  void save_checkpoint(const ckpt::store& store, const ckpt::metadata& meta = {}) {
+    stage_.wait();
+    executor_.save_checkpoint(store, meta);
+  }
+
+  /// Collective: restores the newest usable checkpoint, as the host executor does, and
+  /// copies the restored parameters to the stage.
+  std::optional<ckpt::restored_checkpoint> restore_checkpoint(const ckpt::store& store) {
+    stage_.wait();
+    auto restored = executor_.restore_checkpoint(store);
+    if (restored) parameters_to_stage();
+    return restored;
+  }
+
+  /// Blocks until the copies enqueued so far (the last update's parameters) are done.
+  void wait() { stage_.wait(); }
+
+  O& optimizer() { return executor_.optimizer(); }
+  std::int64_t updates() const { return executor_.updates(); }
+  /// The host executor over the mirrors (statistics, memory, parameter-server reads). Its
+  /// step() and checkpoints would skip the copies: call this executor's.
+  executor_type& host() { return executor_; }
+  const model_type& mirrors() const { return model_; }
+  Stage& stage() { return stage_; }
+
+ private:
+  struct staged_buffers {
+    std::span<float> param, grad;            // the stage's memory
+    std::span<float> host_param, host_grad;  // their mirrors
+  };
+
+  template <class... Declarations>
+  model_type mirror(Declarations... on_stage) {
+    model_type m;
+    (m.add(mirror_one(std::move(on_stage))), ...);
+    stage_.wait();  // the executor's start-up reads the initial values
+    return m;
+  }
+
+  template <CanonicalStrategy S, std::size_t Rank>
+  variable_declaration<S, Rank> mirror_one(variable_declaration<S, Rank> declaration) {
+    variable_binding& v = declaration.binding;
+    stage_.check(v.name, v.param, "parameter");
+    stage_.check(v.name, v.grad, "gradient");
+    staged_buffers b{v.param, v.grad, stage_.host_buffer(v.param.size()), stage_.host_buffer(v.grad.size())};
+    stage_.to_host(b.param, b.host_param);
+    staged_.push_back(b);
+    v.param = b.host_param;
+    v.grad = b.host_grad;
+    return declaration;
+  }
+
+  void parameters_to_stage() {
+    for (const staged_buffers& b : staged_) stage_.to_device(b.host_param, b.param);
+  }
+
+  Stage stage_;
+  std::vector<staged_buffers> staged_;
+  model_type model_;
+  executor_type executor_;  // holds the address of model_: staged_executor does not move
+};
+
+/// Builds the staged executor for declarations over `stage`'s memory; its model's
+/// strategies are the distinct ones declared.
+template <CommContext Context, StagingMemory Stage, Optimizer O, class... Declarations>
+auto make_staged_executor(Context& context, Stage stage, O optimizer, executor_options options,
+                          Declarations... on_stage) {
+  return staged_executor<Context, Stage, model_of<typename Declarations::strategy...>, O>(
+      context, std::move(stage), std::move(optimizer), options, std::move(on_stage)...);
+}
+
+}  // namespace strata
