@@ -19,9 +19,10 @@
 # Environment: STRATA_CUDA_ARCHITECTURES (default 90: H100/H200), BUILD_DIR (default
 # build-gpu-run), JOBS (default: all cores).
 #
-# Where MPI, Boost and fmt are installed, a second, full build also runs the GPU tests that
-# need them: gpu.staged_executor (the host executor over device variables through pinned
-# memory) and gpu.nccl_mpi.np2 (two ranks; needs two GPUs, else it checks the refusal).
+# Where MPI, Boost, fmt, zlib and Catch2 are installed, a second, full build also runs the
+# GPU tests that need them: gpu.staged_executor (the host executor over device variables
+# through pinned memory) and gpu.nccl_mpi.np2 (two ranks; needs two GPUs, else it checks
+# the refusal).
 #
 # Logs: nvidia-smi.log, configure.log, build.log, ctest.log, configure-full.log,
 # build-full.log, ctest-full.log, gpu_kernels.log, nccl_step.log
@@ -60,26 +61,32 @@ if grep -q "Skipped" "$logs/ctest.log"; then
 fi
 
 # The GPU tests that need the host executor (gpu.staged_executor: MPI's headers, Boost.Hana,
-# fmt) or an MPI launcher (gpu.nccl_mpi.np2) come from the full build, where those are
-# installed; elsewhere they are reported as not run.
+# fmt, zlib, Catch2) or an MPI launcher (gpu.nccl_mpi.np2, where NCCL was found) come from
+# the full build, where those are installed; elsewhere they are reported as not run.
 full="${build}-full"
 echo "configuring the full build ($full) for the staged executor's and MPI's GPU tests ..."
 if cmake -S . -B "$full" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSTRATA_BUILD_EXAMPLES=OFF \
      -DSTRATA_BUILD_BENCHMARKS=OFF -DSTRATA_CUDA_ARCHITECTURES="${STRATA_CUDA_ARCHITECTURES:-90}" \
      >"$logs/configure-full.log" 2>&1; then
-  targets=(staged_executor_tests)
-  mpiexec --version >/dev/null 2>&1 && targets+=(nccl_mpi_tests)
-  if cmake --build "$full" -j "${JOBS:-$(nproc)}" --target "${targets[@]}" >"$logs/build-full.log" 2>&1; then
-    ctest --test-dir "$full" -L gpu -R 'gpu\.(staged_executor|nccl_mpi)' --output-on-failure >"$logs/ctest-full.log" 2>&1 ||
+  : >"$logs/build-full.log"
+  tests=()
+  for program in staged_executor nccl_mpi; do
+    cmake --build "$full" --target help 2>/dev/null | grep -q "${program}_tests" || continue
+    if cmake --build "$full" -j "${JOBS:-$(nproc)}" --target "${program}_tests" >>"$logs/build-full.log" 2>&1; then
+      tests+=("$program")
+    else
+      tail -30 "$logs/build-full.log"
       status=1
+    fi
+  done
+  if ((${#tests[@]} > 0)); then
+    pattern="$(IFS='|'; echo "${tests[*]}")"
+    ctest --test-dir "$full" -L gpu -R "gpu\.($pattern)" --output-on-failure >"$logs/ctest-full.log" 2>&1 || status=1
     tail -6 "$logs/ctest-full.log"
-  else
-    tail -30 "$logs/build-full.log"
-    status=1
   fi
 else
-  echo "gpu_run.sh: no full build here (it needs MPI, Boost and fmt; see configure-full.log): gpu.staged_executor" \
-       "and gpu.nccl_mpi.np2 not run" | tee "$logs/ctest-full.log" >&2
+  echo "gpu_run.sh: no full build here (it needs MPI, Boost, fmt, zlib and Catch2; see configure-full.log):" \
+       "gpu.staged_executor and gpu.nccl_mpi.np2 not run" | tee "$logs/ctest-full.log" >&2
 fi
 
 echo "benchmarking ..."

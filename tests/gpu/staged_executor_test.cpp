@@ -43,13 +43,13 @@ struct device_free {
   void operator()(float* p) const { static_cast<void>(cudaFree(p)); }
 };
 
-/// Device memory for a case: owned by the source, released with it.
+/// Device memory for a case, owned by the source (the cases write every buffer before
+/// reading it).
 conformance::stage_memory device_memory() {
   auto buffers = std::make_shared<std::deque<std::unique_ptr<float, device_free>>>();
   return [buffers](std::size_t n) -> std::span<float> {
     float* data = nullptr;
     STRATA_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data), n * sizeof(float)));
-    STRATA_CUDA_CHECK(cudaMemset(data, 0, n * sizeof(float)));
     buffers->emplace_back(data);
     return {data, n};
   };

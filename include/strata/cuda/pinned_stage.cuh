@@ -26,10 +26,11 @@ class pinned_stage {
 
   /// `n` floats of pinned host memory, released with the stage.
   std::span<float> host_buffer(std::size_t n) {
+    std::unique_ptr<float, release>& slot = buffers_.emplace_back();  // first: a full vector cannot leak the block
     void* data = nullptr;
     if (n != 0) STRATA_CUDA_CHECK(cudaMallocHost(&data, n * sizeof(float)));
-    buffers_.emplace_back(static_cast<float*>(data));
-    return {static_cast<float*>(data), n};
+    slot.reset(static_cast<float*>(data));
+    return {slot.get(), n};
   }
 
   /// Throws binding_error, naming the variable, unless `memory` is memory of this

@@ -22,8 +22,10 @@
 // A stage is the memory the user's buffers live in and how to copy between it and the
 // host: cuda::pinned_stage (strata/cuda/pinned_stage.cuh) for a GPU, and host_stage for
 // buffers that are already host memory, which the tests use to check staging on the CPU.
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
@@ -88,29 +90,35 @@ class staged_executor<Context, Stage, model<Strategies...>, O> {
   staged_executor(Context& context, Stage stage, O optimizer, executor_options options, Declarations... on_stage)
       : stage_(std::move(stage)), model_(mirror(std::move(on_stage)...)),
         executor_(context, model_, std::move(optimizer), options) {
-    parameters_to_stage();
-    stage_.wait();
+    try {
+      parameters_to_stage();
+      stage_.wait();
+    } catch (...) {
+      settle();
+      throw;
+    }
   }
   staged_executor(const staged_executor&) = delete;
   staged_executor& operator=(const staged_executor&) = delete;
-  ~staged_executor() {
-    try {
-      stage_.wait();  // no copy may outlive the mirrors
-    } catch (...) {
-      // A destructor cannot throw; a copy fails only on a broken device, which the next
-      // call on it reports.
-    }
-  }
+  ~staged_executor() { settle(); }
 
   /// Ends a micro-batch: waits for the gradients written so far (on the stage's stream),
-  /// runs the host executor's step on their copies and, when it updated, enqueues the copy
-  /// of the new parameters back to the stage. Work enqueued on the stage's stream after
-  /// this reads the new parameters.
+  /// runs the host executor's step on their copies and, on the last micro-batch of an
+  /// update, enqueues the copy of the parameters back to the stage. Work enqueued on the
+  /// stage's stream after this reads them. The stage's gradient buffers keep the local
+  /// gradients: averages are made in the mirrors.
   step_stats step() {
     for (const staged_buffers& b : staged_) stage_.to_host(b.grad, b.host_grad);
     stage_.wait();  // also completes the last update's copies, before the mirrors change
-    const step_stats stats = executor_.step();
-    if (stats.updated) parameters_to_stage();
+    step_stats stats;
+    try {
+      stats = executor_.step();
+    } catch (const numeric_error&) {
+      parameters_to_stage();  // the parameter server's variables were pulled before the guard raised
+      throw;
+    }
+    // A step skipped by the NaN/Inf guard still pulled the parameter server's variables.
+    if (stats.updated || stats.skipped) parameters_to_stage();
     return stats;
   }
 
@@ -150,8 +158,13 @@ class staged_executor<Context, Stage, model<Strategies...>, O> {
   template <class... Declarations>
   model_type mirror(Declarations... on_stage) {
     model_type m;
-    (m.add(mirror_one(std::move(on_stage))), ...);
-    stage_.wait();  // the executor's start-up reads the initial values
+    try {
+      (m.add(mirror_one(std::move(on_stage))), ...);
+      stage_.wait();  // the executor's start-up reads the initial values
+    } catch (...) {
+      settle();  // a later declaration was refused: no copy may outlive its mirror
+      throw;
+    }
     return m;
   }
 
@@ -170,6 +183,15 @@ class staged_executor<Context, Stage, model<Strategies...>, O> {
 
   void parameters_to_stage() {
     for (const staged_buffers& b : staged_) stage_.to_device(b.host_param, b.param);
+  }
+
+  /// Waits for the copies in flight where nothing may throw (or an error is on its way).
+  void settle() noexcept {
+    try {
+      stage_.wait();
+    } catch (...) {
+      // A copy fails only on a broken device, which the next call on it reports.
+    }
   }
 
   Stage stage_;
