@@ -100,9 +100,8 @@ class executor<Context, model<Strategies...>, O> {
       throw usage_error(fmt::format("executor: accumulation_steps must be at least 1, got {}", options.accumulation_steps));
     within_deadline("start-up (the model-signature check and the parameter broadcast)", [&] {
       // The handshake runs before any synchronizer talks to other ranks.
-      std::vector<std::string> signature = model_signature(m.variables(), context.control().size());
-      // Ranks that accumulate differently would pair one rank's update with another's micro-batch.
-      signature.front() += fmt::format(", {} micro-batches per update", options_.accumulation_steps);
+      std::vector<std::string> signature =
+          model_signature(m.variables(), context.control().size(), options_.accumulation_steps);
       if constexpr (has_parameter_server)
         signature.push_back(options_.ps_servers == server_assignment::first_server ? "parameter servers: rank 0"
                                                                                    : "parameter servers: balanced");

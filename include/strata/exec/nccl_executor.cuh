@@ -65,7 +65,6 @@
 #include "strata/cuda/device.cuh"
 #include "strata/cuda/optimizer.cuh"
 #include "strata/cuda/pack.cuh"
-#include "strata/config.hpp"
 #include "strata/error.hpp"
 #include "strata/exec/signature_check.hpp"
 #include "strata/model/device_variable.hpp"
@@ -191,8 +190,8 @@ class nccl_executor {
 
   /// Marks variable `v`'s gradient final once the work queued so far on `stream` is done
   /// (an event is recorded there; the host does not wait). Its bucket's all-reduce starts
-  /// once every member is marked. Optional: step() marks the rest, but once one variable of
-  /// a step is marked, all must be.
+  /// once every member is marked. Optional: without it, step() takes every gradient from
+  /// its stream; but once one variable of a step is marked, all must be.
   void grad_ready(std::size_t v, cudaStream_t stream) {
     if (v >= variables_.size())
       throw usage_error("grad_ready(" + std::to_string(v) + ") on rank " + std::to_string(comm_.rank()) + ": the model has " +
@@ -208,15 +207,19 @@ class nccl_executor {
   }
   void grad_ready(std::string_view name, cudaStream_t stream) { grad_ready(index(name), stream); }
 
-  /// Ends a step (a micro-batch, with accumulation): gradients not marked are taken as
-  /// produced by the work queued so far on `stream`; every remaining bucket is launched,
+  /// Ends a step (a micro-batch, with accumulation): if none was marked, every gradient is
+  /// taken as produced by the work queued so far on `stream`; every remaining bucket is launched,
   /// then, on the last micro-batch, the averaging and the optimizer are enqueued behind the
   /// reductions. Returns at once, true when it enqueued an update: that is done, and the
   /// gradients were read, when the event parameters_ready() waits on has completed.
   bool step(cudaStream_t stream = nullptr) {
-    if (marked_) require_all_ready();
-    for (std::size_t v = 0; v < variables_.size(); ++v)
-      if (!ready_[v]) grad_ready(v, stream);
+    if (marked_) {
+      require_all_ready();
+    } else {  // every gradient is the work queued so far on `stream`: one event orders them all
+      comm_.depend_on(stream);
+      for (bucket& b : buckets_) b.pending = 0;
+      launch_complete_buckets();
+    }
     const bool last = last_micro_batch();
     if (last) {
       ++updates_;
@@ -338,11 +341,9 @@ class nccl_executor {
   /// sizes and the micro-batches per update, then every variable (name, shape, element
   /// type, wire type, placement).
   std::vector<std::string> signature(const sync::bucket_options& buckets) const {
-    std::vector<std::string> lines = {"strata " + std::to_string(version_major) + "." + std::to_string(version_minor) + "." +
-                                      std::to_string(version_patch) + " with " + std::to_string(comm_.size()) +
-                                      " ranks, buckets of " + std::to_string(buckets.bucket_bytes) +
-                                      " bytes (the first " + std::to_string(buckets.first_bucket_bytes) + "), " +
-                                      std::to_string(accumulation_steps_) + " micro-batches per update"};
+    std::vector<std::string> lines = {signature_header(comm_.size(), accumulation_steps_),
+                                      "buckets of " + std::to_string(buckets.bucket_bytes) + " bytes (the first " +
+                                          std::to_string(buckets.first_bucket_bytes) + ")"};
     for (const device_variable_binding& v : variables_)
       lines.push_back("variable \"" + v.name + "\" " + detail::shape_text(v.shape) + " " +
                       std::string(element_type_name(v.type)) + " as " + std::string(element_type_name(v.wire)) +
@@ -471,14 +472,16 @@ class nccl_executor {
     return sharded ? wire.subspan(slices.offset(comm_.rank()), slices.slice) : wire;
   }
 
-  /// Starts, in bucket order, every bucket whose gradients are all marked.
+  /// Starts, in bucket order, every bucket whose gradients are all marked (after their
+  /// grad_ready events; unmarked, step() has ordered the stream already).
   void launch_complete_buckets() {
     for (; launched_ < buckets_.size() && buckets_[launched_].pending == 0; ++launched_) {
       bucket& b = buckets_[launched_];
-      for (std::size_t m : b.members)
-        if (const cudaError_t status = cudaStreamWaitEvent(comm_.stream(), events_[m], 0); status != cudaSuccess)
-          nccl::detail::check_cuda(status, "cudaStreamWaitEvent (the gradient of \"" + variables_[m].name + "\")",
-                                   comm_.rank());
+      if (marked_)
+        for (std::size_t m : b.members)
+          if (const cudaError_t status = cudaStreamWaitEvent(comm_.stream(), events_[m], 0); status != cudaSuccess)
+            nccl::detail::check_cuda(status, "cudaStreamWaitEvent (the gradient of \"" + variables_[m].name + "\")",
+                                     comm_.rank());
       std::visit([&](auto& data) { start_reduction(b, data); }, b.data);
     }
   }

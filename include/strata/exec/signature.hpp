@@ -13,17 +13,17 @@
 #include <fmt/ranges.h>
 
 #include "strata/comm/communicator.hpp"
-#include "strata/config.hpp"
 #include "strata/error.hpp"
 #include "strata/exec/signature_check.hpp"
 #include "strata/model/variable.hpp"
 
 namespace strata {
 
-/// One line per fact: the library and world first, then every variable.
-inline std::vector<std::string> model_signature(std::span<const variable_binding> variables, int world_size) {
-  std::vector<std::string> lines = {
-      fmt::format("strata {}.{}.{} with {} ranks", version_major, version_minor, version_patch, world_size)};
+/// One line per fact: the library, world and micro-batches per update first, then every
+/// variable.
+inline std::vector<std::string> model_signature(std::span<const variable_binding> variables, int world_size,
+                                                int micro_batches) {
+  std::vector<std::string> lines = {signature_header(world_size, micro_batches)};
   for (const variable_binding& v : variables)
     lines.push_back(fmt::format("variable \"{}\" [{}] float32 {}", v.name, fmt::join(v.shape, ","), v.strategy));
   return lines;

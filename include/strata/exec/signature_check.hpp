@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "strata/config.hpp"
 #include "strata/error.hpp"
 
 namespace strata {
@@ -21,6 +22,15 @@ class signature_error : public error {
  public:
   using error::error;
 };
+
+/// The first line of every executor's signature: the library, the world, and the
+/// micro-batches per update (ranks that accumulate differently would pair one rank's update
+/// with another's micro-batch).
+inline std::string signature_header(int world_size, int micro_batches) {
+  return "strata " + std::to_string(version_major) + "." + std::to_string(version_minor) + "." +
+         std::to_string(version_patch) + " with " + std::to_string(world_size) + " ranks, " +
+         std::to_string(micro_batches) + " micro-batches per update";
+}
 
 namespace detail {
 
