@@ -240,6 +240,81 @@ TEST_CASE("a corrupted newest checkpoint is refused and the previous one restore
   }
 }
 
+/// Restores checkpoint `step` of `store` on 2 ranks; the checkpoint_error's message, or ""
+/// when it was restored.
+std::string restore_error(const ckpt::store& store, std::int64_t step) {
+  std::string message;
+  std::mutex mutex;
+  loopback::run(2, [&](loopback::context& ctx) {
+    replica r;
+    auto exec = make_executor(ctx, r.m, optim::adam{.lr = 0.01f}, small_buckets());
+    try {
+      store.restore(ctx.control(), step, exec.state());
+    } catch (const ckpt::checkpoint_error& e) {
+      const std::lock_guard lock(mutex);
+      message = e.what();
+    }
+  });
+  return message;
+}
+
+TEST_CASE("a rank file copied in from another step or another run is refused, and the restore falls back",
+          "[checkpoint][identity]") {
+  const std::string rank1 = "rank-00001-of-00002.ckpt";
+  for (std::string source : {"other step", "other run", "other run, commit too", "other rank", "whole folder"}) {
+    INFO(source);
+    temporary_folder folder, other_folder;
+    const ckpt::store store(folder.path), other(other_folder.path);
+    train(2, 2, nullptr, &store);                 // step 2
+    const auto previous = train(2, 0, &store, nullptr);
+    train(2, 1, &store, &store);                  // step 3
+    train(2, 3, nullptr, &other);                 // another run's step 3, same model and world
+    const fs::path target = store.folder_of(3) / rank1;
+    if (source == "other step") {
+      fs::copy_file(store.folder_of(2) / rank1, target, fs::copy_options::overwrite_existing);
+    } else if (source == "other run") {
+      fs::copy_file(other.folder_of(3) / rank1, target, fs::copy_options::overwrite_existing);
+    } else if (source == "other run, commit too") {  // the commit agrees with the file, rank 0's file does not
+      fs::copy_file(other.folder_of(3) / rank1, target, fs::copy_options::overwrite_existing);
+      fs::copy_file(other.folder_of(3) / "commit.ckpt", store.folder_of(3) / "commit.ckpt", fs::copy_options::overwrite_existing);
+    } else if (source == "other rank") {
+      fs::copy_file(store.folder_of(3) / "rank-00000-of-00002.ckpt", target, fs::copy_options::overwrite_existing);
+    } else {  // step 2's whole folder renamed to step 3
+      fs::remove_all(store.folder_of(3));
+      fs::copy(store.folder_of(2), store.folder_of(3));
+    }
+    const std::string message = restore_error(store, 3);
+    CHECK_THAT(message, Catch::Contains("unusable"));
+    CHECK(train(2, 0, &store, nullptr) == previous);
+  }
+}
+
+TEST_CASE("a symlink loop or a folder in place of a checkpoint file falls back instead of aborting the restore",
+          "[checkpoint][identity]") {
+  for (std::string damage : {"folder as commit", "folder as rank file", "symlink loop"}) {
+    INFO(damage);
+    temporary_folder folder;
+    const ckpt::store store(folder.path);
+    train(2, 2, nullptr, &store);
+    const auto previous = train(2, 0, &store, nullptr);
+    train(2, 1, &store, &store);
+    const fs::path commit = store.folder_of(3) / "commit.ckpt", rank1 = store.folder_of(3) / "rank-00001-of-00002.ckpt";
+    if (damage == "folder as commit") {
+      fs::remove(commit);
+      fs::create_directory(commit);
+    } else if (damage == "folder as rank file") {
+      fs::remove(rank1);
+      fs::create_directory(rank1);
+    } else {
+      fs::remove(commit);
+      fs::create_symlink("loop.b", store.folder_of(3) / "loop.a");
+      fs::create_symlink("loop.a", store.folder_of(3) / "loop.b");
+      fs::create_symlink("loop.a", commit);
+    }
+    CHECK(train(2, 0, &store, nullptr) == previous);
+  }
+}
+
 TEST_CASE("restoring into a different model is refused with the variable's name", "[checkpoint]") {
   temporary_folder folder;
   const ckpt::store store(folder.path);

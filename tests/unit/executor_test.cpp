@@ -217,7 +217,25 @@ TEST_CASE("STRATA_TIMEOUT_SECONDS sets the default timeout and is checked", "[ex
   ::setenv("STRATA_TIMEOUT_SECONDS", "12.5", 1);
   CHECK(default_timeout().count() == 12.5);
   ::setenv("STRATA_TIMEOUT_SECONDS", "soon", 1);
-  CHECK_THROWS_WITH(default_timeout(), Catch::Contains("STRATA_TIMEOUT_SECONDS=\"soon\" is not a positive number"));
+  CHECK_THROWS_WITH(default_timeout(), Catch::Contains("STRATA_TIMEOUT_SECONDS=\"soon\" is not a number of seconds in (0, 1000000]"));
+  // Values the clocks cannot hold, and values that are no deadline, are refused with the range.
+  for (const char* bad : {"inf", "1e10", "-3", "0", "nan", "1e400"}) {
+    INFO(bad);
+    ::setenv("STRATA_TIMEOUT_SECONDS", bad, 1);
+    CHECK_THROWS_WITH(default_timeout(), Catch::Contains("it must be in (0, 1000000]") || Catch::Contains("in (0, 1000000]"));
+  }
+  ::setenv("STRATA_TIMEOUT_SECONDS", "1000000", 1);
+  CHECK(default_timeout().count() == 1e6);
+  // A huge value is quoted as an excerpt, not echoed whole.
+  ::setenv("STRATA_TIMEOUT_SECONDS", std::string(100000, '9').append("x").c_str(), 1);
+  try {
+    default_timeout();
+    FAIL("accepted a 100 kB value");
+  } catch (const usage_error& e) {
+    CHECK(std::string_view(e.what()).size() < 300);
+  }
+  // executor_options::timeout set in code is checked the same way.
+  CHECK_THROWS_WITH(checked_timeout(1e12, "executor_options::timeout"), Catch::Contains("executor_options::timeout is 1000000000000 seconds"));
   ::unsetenv("STRATA_TIMEOUT_SECONDS");
   CHECK(default_timeout().count() == 300.0);
 }

@@ -20,11 +20,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <span>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include <fmt/format.h>
@@ -208,6 +210,10 @@ inline std::vector<record> parse_file(std::span<const std::byte> bytes, std::str
 
 /// The bytes of a file, or checkpoint_error naming it.
 inline std::vector<std::byte> read_file_bytes(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw checkpoint_error(fmt::format("checkpoint file {} is not a regular file{}", path,
+                                       ec ? fmt::format(" ({})", ec.message()) : std::string(" (a folder, or missing?)")));
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw checkpoint_error(fmt::format("checkpoint file {} cannot be opened", path));
   const auto size = static_cast<std::size_t>(in.tellg());

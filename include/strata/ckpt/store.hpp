@@ -7,7 +7,10 @@
 //                                 commit.ckpt                 written last, by rank 0
 //
 // A checkpoint exists once its commit file does: that file names the step, the world size,
-// the CRC-32 of every rank's file, and the user's metadata (data position, random state).
+// the checkpoint's identity (a random 64-bit number drawn by rank 0 at each save), the CRC-32
+// of every rank file's contents, and the user's metadata (data position, random state). Every
+// rank file carries the same identity, step, world size and its rank, so a file copied in from
+// another step, another run or another rank is refused, never mixed into a restore.
 // Every file is written to a temporary name, flushed to disk and renamed, so a crash leaves
 // either the old state or the new one, never half a file under the final name. Only the
 // newest `keep` committed checkpoints are kept.
@@ -22,6 +25,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <random>
 #include <span>
 #include <string>
 #include <system_error>
@@ -35,6 +39,7 @@
 #include "strata/ckpt/format.hpp"
 #include "strata/ckpt/state.hpp"
 #include "strata/comm/communicator.hpp"
+#include "strata/detail/text.hpp"
 
 namespace strata::ckpt {
 
@@ -98,6 +103,26 @@ inline record blob(std::string name, std::string_view bytes) {
   return r;
 }
 
+/// What binds a rank file to its checkpoint: the checkpoint's random id, its step, the world
+/// that wrote it and the writing rank.
+inline std::string identity(std::uint64_t id, std::int64_t step, int rank, int world_size) {
+  return fmt::format("checkpoint {:016x} step {} rank {} of {}", id, step, rank, world_size);
+}
+
+/// The CRC-32 a finished file image carries in its last four bytes: the digest of its
+/// contents. (The CRC-32 of a whole image is the same constant for every image.)
+inline std::uint32_t stored_crc(std::span<const std::byte> image) {
+  std::uint32_t crc = 0;
+  if (image.size() >= sizeof(crc)) std::memcpy(&crc, image.data() + image.size() - sizeof(crc), sizeof(crc));
+  return crc;
+}
+
+/// A fresh checkpoint id: 64 bits from the system's random source.
+inline std::uint64_t random_id() {
+  std::random_device source;
+  return (std::uint64_t{source()} << 32) ^ source();
+}
+
 /// One rank's agreement value for a collective decision (all ranks learn every rank's).
 template <Communicator C>
 std::vector<std::uint32_t> gather_u32(C& comm, std::uint32_t mine) {
@@ -123,7 +148,7 @@ class store {
     std::vector<std::int64_t> steps;
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(directory_, ec))
-      if (auto step = step_of(entry.path()); step && std::filesystem::exists(entry.path() / commit_name)) steps.push_back(*step);
+      if (auto step = step_of(entry.path()); step && std::filesystem::exists(entry.path() / commit_name, ec)) steps.push_back(*step);
     std::ranges::sort(steps, std::greater<>());
     return steps;
   }
@@ -134,12 +159,16 @@ class store {
   template <Communicator C>
   void save(C& comm, std::int64_t step, const state_set& state, const metadata& meta = {}) const {
     const std::filesystem::path folder = folder_of(step);
+    std::uint64_t id = comm.rank() == 0 ? detail::random_id() : 0;
+    comm.broadcast(std::as_writable_bytes(std::span<std::uint64_t>(&id, 1)), 0);
     std::string failure;
     std::uint32_t crc = 0;
+    const std::string identity = detail::identity(id, step, comm.rank(), comm.size());
     try {
       std::filesystem::create_directories(folder);
       if (comm.rank() == 0) std::filesystem::remove(folder / commit_name);  // re-saving a step: not committed meanwhile
       file_builder file;
+      file.add(detail::blob(std::string(identity_name), identity));
       for (const tensor_state& t : state.tensors()) {
         record r;
         r.kind = record_kind::slice;
@@ -161,7 +190,7 @@ class store {
         file.add(r);
       }
       const std::vector<std::byte> bytes = std::move(file).finish();
-      crc = crc32_of(bytes);
+      crc = detail::stored_crc(bytes);
       detail::write_atomically(folder / rank_file(comm.rank(), comm.size()), bytes);
     } catch (const std::exception& e) {
       failure = e.what();
@@ -172,7 +201,7 @@ class store {
     throw_unless_all(ok, failure, fmt::format("saving checkpoint {}", folder.string()));
     if (comm.rank() == 0) {
       try {
-        commit(folder, step, comm.size(), crcs, meta);
+        commit(folder, step, id, comm.size(), crcs, meta);
         prune(step);
       } catch (const std::exception& e) {
         failure = e.what();
@@ -194,7 +223,7 @@ class store {
     std::vector<std::vector<std::byte>> files;
     std::vector<record> records;
     try {
-      result = read_commit(folder, files, records);
+      result = read_commit(folder, step, files, records);
     } catch (const std::exception& e) {
       failure = e.what();
     }
@@ -234,6 +263,7 @@ class store {
 
  private:
   static constexpr std::string_view commit_name = "commit.ckpt";
+  static constexpr std::string_view identity_name = "strata/identity";
 
   static std::string rank_file(int rank, int size) { return fmt::format("rank-{:05d}-of-{:05d}.ckpt", rank, size); }
 
@@ -256,13 +286,15 @@ class store {
                                        fmt::join(failed, ", "), failed.size() > 1 ? "their" : "its"));
   }
 
-  void commit(const std::filesystem::path& folder, std::int64_t step, int world_size, const std::vector<std::uint32_t>& crcs,
-              const metadata& meta) const {
+  void commit(const std::filesystem::path& folder, std::int64_t step, std::uint64_t id, int world_size,
+              const std::vector<std::uint32_t>& crcs, const metadata& meta) const {
     const std::string step_text = std::to_string(step), world_text = std::to_string(world_size);
+    const std::string id_text = fmt::format("{:016x}", id);
     const std::string crc_text(reinterpret_cast<const char*>(crcs.data()), crcs.size() * sizeof(std::uint32_t));
     file_builder file;
     file.add(detail::blob("strata/step", step_text));
     file.add(detail::blob("strata/world_size", world_text));
+    file.add(detail::blob("strata/checkpoint_id", id_text));
     file.add(detail::blob("strata/file_crc32", crc_text));
     for (const auto& [key, value] : meta) file.add(detail::blob("meta/" + key, value));
     detail::write_atomically(folder / commit_name, std::move(file).finish());
@@ -283,39 +315,57 @@ class store {
   }
 
   /// Reads and checks the commit file and every rank file of `folder`.
-  static restored_checkpoint read_commit(const std::filesystem::path& folder, std::vector<std::vector<std::byte>>& files,
-                                         std::vector<record>& records) {
+  static restored_checkpoint read_commit(const std::filesystem::path& folder, std::int64_t folder_step,
+                                         std::vector<std::vector<std::byte>>& files, std::vector<record>& records) {
     const std::string commit_path = (folder / commit_name).string();
     files.push_back(read_file_bytes(commit_path));
     restored_checkpoint result;
-    std::optional<std::string_view> step, world, crcs;
+    std::optional<std::string_view> step, world, crcs, id;
     for (const record& r : parse_file(files.back(), commit_path)) {
       if (r.kind != record_kind::blob) continue;
       if (r.name == "strata/step") step = r.text();
       else if (r.name == "strata/world_size") world = r.text();
       else if (r.name == "strata/file_crc32") crcs = r.text();
+      else if (r.name == "strata/checkpoint_id") id = r.text();
       else if (r.name.starts_with("meta/")) result.meta.emplace(r.name.substr(5), r.text());
     }
+    auto unusable = [&](std::string_view why) {
+      return checkpoint_error(fmt::format("checkpoint file {} is unusable: {}", commit_path, why));
+    };
     auto number = [&](std::optional<std::string_view> text, std::string_view what) {
       std::int64_t value = -1;
       if (!text || std::from_chars(text->data(), text->data() + text->size(), value).ec != std::errc() || value < 0)
-        throw checkpoint_error(fmt::format("checkpoint file {} is unusable: no valid {}", commit_path, what));
+        throw unusable(fmt::format("no valid {}", what));
       return value;
     };
     result.step = number(step, "step");
     result.world_size = static_cast<int>(number(world, "world size"));
+    if (result.step != folder_step)
+      throw unusable(fmt::format("it commits step {}, but lies in the folder of step {} (copied from another checkpoint?)",
+                                 result.step, folder_step));
     if (!crcs || crcs->size() != static_cast<std::size_t>(result.world_size) * sizeof(std::uint32_t) || result.world_size == 0)
-      throw checkpoint_error(fmt::format("checkpoint file {} is unusable: it lists no checksum per rank file", commit_path));
+      throw unusable("it lists no checksum per rank file");
+    std::uint64_t id_value = 0;
+    if (!id || id->size() != 16 || std::from_chars(id->data(), id->data() + id->size(), id_value, 16).ec != std::errc())
+      throw unusable("it carries no checkpoint id (written by an earlier strata version, or damaged)");
     for (int r = 0; r < result.world_size; ++r) {
       const std::string path = (folder / rank_file(r, result.world_size)).string();
       files.push_back(read_file_bytes(path));
       std::uint32_t expected;
       std::memcpy(&expected, crcs->data() + static_cast<std::size_t>(r) * sizeof(expected), sizeof(expected));
-      if (crc32_of(files.back()) != expected)
+      if (detail::stored_crc(files.back()) != expected)
         throw checkpoint_error(fmt::format("checkpoint file {} is unusable: it is not the file that was committed "
-                                           "(checksum differs; corrupted, truncated or replaced)",
+                                           "(its checksum differs; corrupted, truncated, or copied in from another "
+                                           "checkpoint)",
                                            path));
-      for (record& rec : parse_file(files.back(), path)) records.push_back(std::move(rec));
+      std::vector<record> parsed = parse_file(files.back(), path);
+      const std::string expected_identity = detail::identity(id_value, result.step, r, result.world_size);
+      if (parsed.empty() || parsed.front().name != identity_name || parsed.front().text() != expected_identity)
+        throw checkpoint_error(fmt::format(
+            "checkpoint file {} is unusable: it says \"{}\" but belongs to \"{}\" (copied in from another step, run or rank)",
+            path, parsed.empty() || parsed.front().name != identity_name ? "nothing" : strata::detail::excerpt(parsed.front().text(), 96),
+            expected_identity));
+      for (record& rec : parsed) records.push_back(std::move(rec));
     }
     return result;
   }

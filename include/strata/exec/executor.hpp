@@ -26,6 +26,7 @@
 
 #include "strata/ckpt/store.hpp"
 #include "strata/comm/communicator.hpp"
+#include "strata/detail/text.hpp"
 #include "strata/error.hpp"
 #include "strata/exec/signature.hpp"
 #include "strata/exec/synchronizer_table.hpp"
@@ -35,14 +36,27 @@
 
 namespace strata {
 
+/// The longest deadline strata accepts: longer ones overflow the clocks' integer ticks, and
+/// a wait of more than 11 days is a hang, not a slow rank.
+inline constexpr double max_timeout_seconds = 1e6;
+
+/// Throws usage_error unless `seconds` is a deadline strata can keep: positive and at most
+/// max_timeout_seconds. `what` names where it came from (a variable, an option).
+inline std::chrono::duration<double> checked_timeout(double seconds, std::string_view what) {
+  if (!(seconds > 0 && seconds <= max_timeout_seconds))
+    throw usage_error(fmt::format("{} is {} seconds; it must be in (0, {:.0f}]", what, seconds, max_timeout_seconds));
+  return std::chrono::duration<double>(seconds);
+}
+
 /// How long a step may wait for other ranks: STRATA_TIMEOUT_SECONDS if set, else 300 s.
 inline std::chrono::duration<double> default_timeout() {
   if (const char* text = std::getenv("STRATA_TIMEOUT_SECONDS")) {
     char* end = nullptr;
     const double seconds = std::strtod(text, &end);
-    if (end == text || *end != '\0' || !(seconds > 0))
-      throw usage_error(fmt::format("STRATA_TIMEOUT_SECONDS=\"{}\" is not a positive number of seconds", text));
-    return std::chrono::duration<double>(seconds);
+    if (end == text || *end != '\0')
+      throw usage_error(fmt::format("STRATA_TIMEOUT_SECONDS=\"{}\" is not a number of seconds in (0, {:.0f}]",
+                                    detail::excerpt(text), max_timeout_seconds));
+    return checked_timeout(seconds, fmt::format("STRATA_TIMEOUT_SECONDS=\"{}\"", detail::excerpt(text)));
   }
   return std::chrono::duration<double>(300.0);
 }
@@ -98,6 +112,7 @@ class executor<Context, model<Strategies...>, O> {
         thread_(std::make_unique<sync::comm_thread>()), ready_(m.variables().size(), false) {
     if (options.accumulation_steps < 1)
       throw usage_error(fmt::format("executor: accumulation_steps must be at least 1, got {}", options.accumulation_steps));
+    checked_timeout(options.timeout.count(), "executor_options::timeout");
     within_deadline("start-up (the model-signature check and the parameter broadcast)", [&] {
       // The handshake runs before any synchronizer talks to other ranks.
       std::vector<std::string> signature =

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "strata/detail/text.hpp"
 #include "strata/strategy/rules.hpp"
 #include "strata/strategy/strategy.hpp"
 
@@ -31,7 +32,7 @@ std::string strategy_name() {
 class strategy_parse_error : public std::invalid_argument {
  public:
   strategy_parse_error(std::string_view text, std::size_t column, const std::string& what)
-      : std::invalid_argument(fmt::format("strategy \"{}\", column {}: {}", text, column + 1, what)), column_(column) {}
+      : std::invalid_argument(fmt::format("strategy \"{}\", column {}: {}", detail::excerpt(text), column + 1, what)), column_(column) {}
   std::size_t column() const { return column_; }
 
  private:
@@ -104,7 +105,7 @@ class strategy_reader {
   void skip_space() {
     while (!at_end() && (text_[pos_] == ' ' || text_[pos_] == '\t')) ++pos_;
   }
-  std::string found() const { return at_end() ? "the end of the string" : fmt::format("'{}'", text_[pos_]); }
+  std::string found() const { return at_end() ? "the end of the string" : fmt::format("'{}'", detail::character_at(text_, pos_)); }
   void expect(char c) {
     skip_space();
     if (at_end() || text_[pos_] != c) fail(fmt::format("expected '{}', found {}", c, found()));
