@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "conformance/cases.hpp"
+#include "conformance/mismatch_cases.hpp"
 #include "conformance/ps_cases.hpp"
 #include "conformance/staged_cases.hpp"
 
@@ -55,6 +56,10 @@ TEMPLATE_TEST_CASE("mpi: allgather collects every rank's block", "[mpi][communic
 TEST_CASE("mpi: split forms groups and isolates their traffic", "[mpi][communicator]") {
   CHECK_NOTHROW(conformance::split_forms_groups(*context));
   CHECK_NOTHROW(conformance::split_isolates_traffic(*context));
+}
+
+TEST_CASE("mpi: ranks that differ in any setting are told which setting and which ranks", "[mpi][signature]") {
+  CHECK_NOTHROW(conformance::every_differing_setting_is_refused(*context));
 }
 
 TEST_CASE("mpi: replicas stay bitwise identical", "[mpi][executor]") {

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "conformance/cases.hpp"
+#include "conformance/mismatch_cases.hpp"
 
 using namespace strata;
 
@@ -146,7 +147,7 @@ TEST_CASE("accumulation_steps below 1 is refused", "[executor][errors]") {
     std::vector<float> w(5), g(5);
     auto m = make_model(variable<Dense>("w", w, g, {5}));
     CHECK_THROWS_WITH(make_executor(ctx, m, optim::sgd{}, {.accumulation_steps = 0}),
-                      Catch::Contains("accumulation_steps must be at least 1"));
+                      Catch::Contains("executor_options::accumulation_steps is 0; it must be at least 1"));
   });
 }
 
@@ -159,7 +160,7 @@ TEST_CASE("ranks that declare different models are told which variable differs",
                                                         variable<Dense>("fc1.bias", b, gb, {4}));
                                     auto exec = make_executor(ctx, m, optim::sgd{});
                                   }),
-                    Catch::Contains("entry 1 of the signature is variable \"fc1.weight\" [3,4] float32 "
+                    Catch::Contains("of the signature is variable \"fc1.weight\" [3,4] float32 "
                                     "Replicate,AllReduce<Ring> on rank 0 but variable \"fc1.weight\" [4,3] float32 "
                                     "Replicate,AllReduce<Ring> on rank 2"));
   CHECK_THROWS_WITH(loopback::run(2,
@@ -169,7 +170,7 @@ TEST_CASE("ranks that declare different models are told which variable differs",
                                     if (ctx.rank() == 1) m.add(variable<Dense>("extra", a, ga, {4}));
                                     auto exec = make_executor(ctx, m, optim::sgd{});
                                   }),
-                    Catch::Contains("entry 2 of the signature is nothing (fewer variables) on rank 0 but variable "
+                    Catch::Contains("of the signature is nothing (fewer variables) on rank 0 but variable "
                                     "\"extra\""));
   // Different accumulation would pair one rank's update with another's micro-batch.
   CHECK_THROWS_WITH(loopback::run(2,
@@ -180,8 +181,55 @@ TEST_CASE("ranks that declare different models are told which variable differs",
                                     options.accumulation_steps = ctx.rank() == 1 ? 2 : 1;
                                     auto exec = make_executor(ctx, m, optim::sgd{}, options);
                                   }),
-                    Catch::Contains("entry 0 of the signature is strata 0.1.0 with 2 ranks, 1 micro-batches per update "
-                                    "on rank 0 but strata 0.1.0 with 2 ranks, 2 micro-batches per update on rank 1"));
+                    Catch::Contains("the ranks disagree on setting accumulation_steps: 1 on rank 0 but 2 on rank 1"));
+}
+
+TEST_CASE("ranks that differ in any setting are told which setting and which ranks", "[executor][signature]") {
+  for (int ranks : {2, 3}) {
+    INFO(ranks << " ranks");
+    CHECK_NOTHROW(loopback::run(ranks, [](loopback::context& ctx) { conformance::every_differing_setting_is_refused(ctx); }));
+  }
+}
+
+TEST_CASE("hyper-parameters and options outside their ranges are refused at start-up and at each update",
+          "[executor][errors]") {
+  struct bad_case {
+    std::string expected;
+    std::function<void(executor_options&, optim::sgd&)> change;
+  };
+  const std::vector<bad_case> cases = {
+      {"the optimizer's lr is nan at start-up; it must be a number in [0, inf)", [](auto&, auto& o) { o.lr = NAN; }},
+      {"the optimizer's lr is -0.1 at start-up; it must be a number in [0, inf)", [](auto&, auto& o) { o.lr = -0.1f; }},
+      {"the optimizer's lr is inf at start-up", [](auto&, auto& o) { o.lr = INFINITY; }},
+      {"the optimizer's momentum is 1.5 at start-up; it must be a number in [0, 1]", [](auto&, auto& o) { o.momentum = 1.5f; }},
+      {"the optimizer's weight_decay is nan", [](auto&, auto& o) { o.weight_decay = NAN; }},
+      {"executor_options::allreduce.ring_chunk_bytes is 0; it must be at least 4",
+       [](auto& e, auto&) { e.allreduce.ring_chunk_bytes = 0; }},
+      {"executor_options::allreduce.ring_window is 0; it must be at least 1", [](auto& e, auto&) { e.allreduce.ring_window = 0; }},
+      {"executor_options::compression.powersgd_warmup_steps is -1", [](auto& e, auto&) { e.compression.powersgd_warmup_steps = -1; }},
+      {"executor_options::timeout is nan seconds", [](auto& e, auto&) { e.timeout = std::chrono::duration<double>(NAN); }},
+  };
+  for (const bad_case& c : cases) {
+    INFO(c.expected);
+    loopback::run(1, [&](loopback::context& ctx) {
+      std::vector<float> w(5), g(5);
+      auto m = make_model(variable<Dense>("w", w, g, {5}));
+      executor_options options;
+      optim::sgd optimizer{.lr = 0.1f};
+      c.change(options, optimizer);
+      CHECK_THROWS_WITH(make_executor(ctx, m, optimizer, options), Catch::Contains(c.expected));
+    });
+  }
+  // A schedule that sets a NaN rate is caught at the update, before it reaches the parameters.
+  loopback::run(1, [](loopback::context& ctx) {
+    std::vector<float> w(5, 1.0f), g(5, 1.0f);
+    auto m = make_model(variable<Dense>("w", w, g, {5}));
+    auto exec = make_executor(ctx, m, optim::sgd{.lr = 0.1f});
+    exec.step();
+    exec.optimizer().lr = NAN;
+    CHECK_THROWS_WITH(exec.step(), Catch::Contains("the optimizer's lr is nan at update 2; it must be a number in [0, inf)"));
+    CHECK(std::ranges::all_of(w, [](float x) { return std::isfinite(x); }));
+  });
 }
 
 TEST_CASE("a rank that never arrives is named in a timeout instead of a hang", "[executor][timeout]") {

@@ -7,13 +7,16 @@
 //     forward_backward(batch, [&](variable_id v) { exec.grad_ready(v); });  // optional overlap
 //     exec.step();
 //   }
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <future>
 #include <cstdio>
 #include <cstdlib>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -76,6 +79,57 @@ struct executor_options {
   server_assignment ps_servers = server_assignment::least_loaded;
 };
 
+namespace detail {
+
+/// Throws usage_error unless every hyper-parameter of `optimizer` lies in its range; `when`
+/// says at which point (start-up, an update) it was found.
+template <class O>
+void check_hyper_parameters(const O& optimizer, std::string_view when) {
+  for (const optim::hyper_parameter& h : hyper_parameters_of(optimizer))
+    if (!h.allowed())
+      throw usage_error(fmt::format("the optimizer's {} is {} {}; it must be a number in {}", h.name, h.value, when, h.range()));
+}
+
+/// Throws usage_error for options no executor can run with.
+inline void check_options(const executor_options& o) {
+  auto require = [](bool holds, std::string_view option, auto value, std::string_view range) {
+    if (!holds) throw usage_error(fmt::format("executor_options::{} is {}; it must be {}", option, value, range));
+  };
+  require(o.accumulation_steps >= 1, "accumulation_steps", o.accumulation_steps, "at least 1");
+  require(o.allreduce.ring_chunk_bytes >= 4, "allreduce.ring_chunk_bytes", o.allreduce.ring_chunk_bytes, "at least 4");
+  require(o.allreduce.ring_window >= 1, "allreduce.ring_window", o.allreduce.ring_window, "at least 1");
+  require(o.allreduce.ranks_per_node >= 0, "allreduce.ranks_per_node", o.allreduce.ranks_per_node, "0 (the machines) or more");
+  require(o.compression.powersgd_warmup_steps >= 0, "compression.powersgd_warmup_steps", o.compression.powersgd_warmup_steps,
+          "0 or more");
+  checked_timeout(o.timeout.count(), "executor_options::timeout");
+}
+
+/// The settings that change what crosses the wire or what the replicas compute, as signature
+/// lines: ranks that differ in any of them must not start (different bucket sizes pair
+/// unrelated buffers, different optimizers let replicas drift apart in silence). The
+/// timeout is a rank's own affair and is not compared.
+template <class O>
+std::vector<std::string> settings_signature(const executor_options& o, const O& optimizer, bool parameter_server) {
+  std::vector<std::string> lines = {
+      setting_line("buckets.first_bucket_bytes", std::to_string(o.buckets.first_bucket_bytes)),
+      setting_line("buckets.bucket_bytes", std::to_string(o.buckets.bucket_bytes)),
+      setting_line("allreduce.ring_chunk_bytes", std::to_string(o.allreduce.ring_chunk_bytes)),
+      setting_line("allreduce.ring_window", std::to_string(o.allreduce.ring_window)),
+      setting_line("allreduce.ranks_per_node", std::to_string(o.allreduce.ranks_per_node)),
+      setting_line("compression.powersgd_warmup_steps", std::to_string(o.compression.powersgd_warmup_steps)),
+      setting_line("compression.seed", std::to_string(o.compression.seed)),
+      setting_line("compression.on_nonfinite",
+                   o.compression.on_nonfinite == sync::nonfinite_policy::raise ? "raise" : "skip_step"),
+      setting_line("compression.scan_uncompressed", o.compression.scan_uncompressed ? "true" : "false")};
+  if (parameter_server)
+    lines.push_back(setting_line("ps_servers", o.ps_servers == server_assignment::first_server ? "rank 0" : "balanced"));
+  for (const optim::hyper_parameter& h : hyper_parameters_of(optimizer))
+    lines.push_back(setting_line("optimizer." + h.name, fmt::format("{}", h.value)));
+  return lines;
+}
+
+}  // namespace detail
+
 /// Statistics of one step plus whether it updated the parameters.
 struct step_stats : sync_stats {
   bool updated = false;
@@ -110,16 +164,15 @@ class executor<Context, model<Strategies...>, O> {
   executor(Context& context, model_type& m, O optimizer, executor_options options = {})
       : context_(&context), model_(&m), optimizer_(std::move(optimizer)), options_(options),
         thread_(std::make_unique<sync::comm_thread>()), ready_(m.variables().size(), false) {
-    if (options.accumulation_steps < 1)
-      throw usage_error(fmt::format("executor: accumulation_steps must be at least 1, got {}", options.accumulation_steps));
-    checked_timeout(options.timeout.count(), "executor_options::timeout");
+    detail::check_options(options_);
+    detail::check_hyper_parameters(optimizer_, "at start-up");
     within_deadline("start-up (the model-signature check and the parameter broadcast)", [&] {
       // The handshake runs before any synchronizer talks to other ranks.
       std::vector<std::string> signature =
           model_signature(m.variables(), context.control().size(), options_.accumulation_steps);
-      if constexpr (has_parameter_server)
-        signature.push_back(options_.ps_servers == server_assignment::first_server ? "parameter servers: rank 0"
-                                                                                   : "parameter servers: balanced");
+      // Settings first: the variables' lines stay last, where "fewer variables" is found.
+      const std::vector<std::string> settings = detail::settings_signature(options_, optimizer_, has_parameter_server);
+      signature.insert(signature.begin() + 2, settings.begin(), settings.end());
       verify_signature(context.control(), signature);
       sync::synchronizer_resources<comm_type, O> resources{
           m.variables(), context.collectives(), *thread_, optimizer_,
@@ -150,7 +203,6 @@ class executor<Context, model<Strategies...>, O> {
                                     (*model_)[v].name));
     ready_[v.index] = true;
     overlapping_ = true;
-    if (phase().last && step_is_collective) announce();
     visit(model_->strategy_of(v), [&](auto& s) { s.gradient_ready(local_[v.index], phase()); });
   }
   void grad_ready(std::string_view name) { grad_ready(model_->id(name)); }
@@ -170,7 +222,7 @@ class executor<Context, model<Strategies...>, O> {
       std::apply([&](auto&... s) { ((static_cast<sync_stats&>(stats) += s.wait(m, nonfinite, deadline)), ...); },
                  *synchronizers_);
     } catch (const sync::stalled& stall) {
-      give_up(fmt::format("update {}, in {}", updates_ + 1, stall.what()));
+      give_up(fmt::format("update {}, in {}", updates_ + 1, stall.what()), stall.waited_for);
     }
     if (m.last && step_is_collective) collect_announcements();
     micro_ = m.last ? 0 : micro_ + 1;
@@ -186,6 +238,7 @@ class executor<Context, model<Strategies...>, O> {
                                         *nonfinite));
       stats.skipped = true;
     } else if (m.last) {
+      detail::check_hyper_parameters(optimizer_, fmt::format("at update {}", updates_ + 1));  // a schedule may have set it
       ++updates_;
       std::apply([&](auto&... s) { (s.update(optimizer_, updates_), ...); }, *synchronizers_);
       stats.updated = true;
@@ -208,7 +261,8 @@ class executor<Context, model<Strategies...>, O> {
       try {
         s.pull(local, rows, updates_ + 1, deadline);
       } catch (const sync::stalled& stall) {
-        give_up(fmt::format("update {}, in the pull of rows of \"{}\": {}", updates_ + 1, (*model_)[v].name, stall.what()));
+        give_up(fmt::format("update {}, in the pull of rows of \"{}\": {}", updates_ + 1, (*model_)[v].name, stall.what()),
+                stall.waited_for);
       }
     });
   }
@@ -243,7 +297,7 @@ class executor<Context, model<Strategies...>, O> {
     try {
       std::apply([&](auto&... s) { (s.collect_state(set), ...); }, *synchronizers_);
     } catch (const sync::stalled& stall) {
-      give_up(fmt::format("collecting the state of update {}: {}", updates_, stall.what()));
+      give_up(fmt::format("collecting the state of update {}: {}", updates_, stall.what()), stall.waited_for);
     }
     return set;
   }
@@ -343,9 +397,10 @@ class executor<Context, model<Strategies...>, O> {
                                       model_->variables()[i].name));
   }
 
-  // Arrival announcements: when a rank starts communicating for an update it tells every
+  // Arrival announcements: when a rank reaches step() (its backward pass done) it tells every
   // other rank, on the control communicator. If a collective then stalls, the announcements
-  // that never came name the ranks that are missing.
+  // that never came name the ranks that are missing: a rank stopped in the middle of its
+  // backward pass has not announced, though it may have started some buckets' all-reduces.
   static constexpr int announce_tag = 0x4842;
 
   void announce() {
@@ -390,16 +445,25 @@ class executor<Context, model<Strategies...>, O> {
     collect_announcements();
   }
 
-  /// A collective stalled: name the ranks that never announced this update, tell the user,
-  /// and abort the job so that no rank hangs (with MPI, mpirun exits non-zero).
-  [[noreturn]] void give_up(std::string_view stalled) {
+  /// A collective stalled: name the ranks that never announced this update (or, where ranks
+  /// announce nothing, as under ASP and SSP, the ranks the wait was for), tell the user, and
+  /// abort the job so that no rank hangs (with MPI, mpirun exits non-zero).
+  [[noreturn]] void give_up(std::string_view stalled, std::span<const int> waited_for = {}) {
     auto& control = context_->control();
-    std::vector<int> missing;
-    for (int r = 0; r < control.size(); ++r)
-      if (r != control.rank() && !control.iprobe(r, announce_tag)) missing.push_back(r);
-    const std::string who =
-        missing.empty() ? std::string("every rank reached this step, so the collective itself is stuck")
-                        : fmt::format("rank{} {} did not reach this step", missing.size() > 1 ? "s" : "", fmt::join(missing, ", "));
+    std::string who;
+    if (announced_) {
+      std::vector<int> missing;
+      for (int r = 0; r < control.size(); ++r)
+        if (r != control.rank() && !control.iprobe(r, announce_tag)) missing.push_back(r);
+      who = missing.empty() ? std::string("every rank reached this step, so the collective itself is stuck")
+                            : fmt::format("rank{} {} did not reach this step", missing.size() > 1 ? "s" : "",
+                                          fmt::join(missing, ", "));
+    } else if (!waited_for.empty()) {
+      who = fmt::format("rank{} {} did not answer (stopped, or too slow)", waited_for.size() > 1 ? "s" : "",
+                        fmt::join(waited_for, ", "));
+    } else {
+      who = "no rank could be named (under ASP and SSP ranks do not announce their steps)";
+    }
     const std::string message =
         fmt::format("strata (rank {}): no progress for {:.1f} s: {}; {}. Raise executor_options::timeout or "
                     "STRATA_TIMEOUT_SECONDS if the ranks are only slow",

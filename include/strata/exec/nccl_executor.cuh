@@ -341,9 +341,10 @@ class nccl_executor {
   /// sizes and the micro-batches per update, then every variable (name, shape, element
   /// type, wire type, placement).
   std::vector<std::string> signature(const sync::bucket_options& buckets) const {
-    std::vector<std::string> lines = {signature_header(comm_.size(), accumulation_steps_),
-                                      "buckets of " + std::to_string(buckets.bucket_bytes) + " bytes (the first " +
-                                          std::to_string(buckets.first_bucket_bytes) + ")"};
+    std::vector<std::string> lines = {signature_header(comm_.size()),
+                                      setting_line("accumulation_steps", std::to_string(accumulation_steps_)),
+                                      setting_line("buckets.bucket_bytes", std::to_string(buckets.bucket_bytes)),
+                                      setting_line("buckets.first_bucket_bytes", std::to_string(buckets.first_bucket_bytes))};
     for (const device_variable_binding& v : variables_)
       lines.push_back("variable \"" + v.name + "\" " + detail::shape_text(v.shape) + " " +
                       std::string(element_type_name(v.type)) + " as " + std::string(element_type_name(v.wire)) +

@@ -19,11 +19,13 @@
 
 namespace strata {
 
-/// One line per fact: the library, world and micro-batches per update first, then every
-/// variable.
+/// One line per fact: the library and world, the micro-batches per update (ranks that
+/// accumulate differently would pair one rank's update with another's micro-batch), then
+/// every variable.
 inline std::vector<std::string> model_signature(std::span<const variable_binding> variables, int world_size,
                                                 int micro_batches) {
-  std::vector<std::string> lines = {signature_header(world_size, micro_batches)};
+  std::vector<std::string> lines = {signature_header(world_size),
+                                    setting_line("accumulation_steps", std::to_string(micro_batches))};
   for (const variable_binding& v : variables)
     lines.push_back(fmt::format("variable \"{}\" [{}] float32 {}", v.name, fmt::join(v.shape, ","), v.strategy));
   return lines;

@@ -23,13 +23,10 @@ class signature_error : public error {
   using error::error;
 };
 
-/// The first line of every executor's signature: the library, the world, and the
-/// micro-batches per update (ranks that accumulate differently would pair one rank's update
-/// with another's micro-batch).
-inline std::string signature_header(int world_size, int micro_batches) {
+/// The first line of every executor's signature: the library and the world.
+inline std::string signature_header(int world_size) {
   return "strata " + std::to_string(version_major) + "." + std::to_string(version_minor) + "." +
-         std::to_string(version_patch) + " with " + std::to_string(world_size) + " ranks, " +
-         std::to_string(micro_batches) + " micro-batches per update";
+         std::to_string(version_patch) + " with " + std::to_string(world_size) + " ranks";
 }
 
 namespace detail {
@@ -74,8 +71,14 @@ std::vector<std::vector<std::string>> gather_lines(int ranks, const std::vector<
 
 }  // namespace detail
 
+/// A signature line for a setting that must agree across ranks: "setting <name> = <value>".
+inline std::string setting_line(std::string_view name, std::string_view value) {
+  return "setting " + std::string(name) + " = " + std::string(value);
+}
+
 /// Throws signature_error unless every rank's signature (`all[r]`, a line per fact) equals
-/// rank 0's. The message names the first differing line and every rank that differs there.
+/// rank 0's. The message names the first differing line (the setting, for a setting) and
+/// every rank that differs there.
 inline void check_signatures(const std::vector<std::vector<std::string>>& all) {
   const std::vector<std::string>& reference = all.at(0);
   std::size_t first_difference = SIZE_MAX;
@@ -95,6 +98,18 @@ inline void check_signatures(const std::vector<std::vector<std::string>>& all) {
       differing += (count == 0 ? "" : ", ") + std::to_string(r);
       if (count++ == 0) first = r;
     }
+  constexpr std::string_view setting = "setting ";
+  const std::string& mine = line_of(reference);
+  if (mine.starts_with(setting) && line_of(all[first]).starts_with(setting)) {
+    const std::size_t equals = mine.find(" = ");
+    const std::string name = mine.substr(setting.size(), equals - setting.size());
+    const std::string theirs = line_of(all[first]);
+    if (theirs.starts_with(mine.substr(0, equals + 3)))
+      throw signature_error("the ranks disagree on setting " + name + ": " + mine.substr(equals + 3) + " on rank 0 but " +
+                            theirs.substr(equals + 3) + " on rank" + (count > 1 ? "s " : " ") + differing +
+                            "; start every rank with the same options (they change what crosses the wire or what "
+                            "the replicas compute)");
+  }
   throw signature_error("the ranks run different models: entry " + std::to_string(first_difference) +
                         " of the signature is " + line_of(reference) + " on rank 0 but " + line_of(all[first]) +
                         " on rank" + (count > 1 ? "s " : " ") + differing +

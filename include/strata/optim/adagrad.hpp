@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "strata/config.hpp"
+#include "strata/optim/hyper_parameters.hpp"
 #include "strata/optim/named_state.hpp"
 
 namespace strata::optim {
@@ -33,6 +34,11 @@ struct adagrad {
   };
 
   state make_state(std::size_t elements) const { return {std::vector<float>(elements, initial_accumulator_value)}; }
+
+  std::vector<hyper_parameter> hyper_parameters() const {
+    return {non_negative("lr", lr), positive("eps", eps), non_negative("weight_decay", weight_decay),
+            non_negative("initial_accumulator_value", initial_accumulator_value)};
+  }
 
   /// The state's tensors by name (PyTorch's), for checkpoints.
   static std::vector<named_state> tensors(state& s) { return {{"sum", s.sum}}; }

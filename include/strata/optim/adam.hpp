@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "strata/config.hpp"
+#include "strata/optim/hyper_parameters.hpp"
 #include "strata/optim/named_state.hpp"
 
 namespace strata::optim {
@@ -35,6 +36,11 @@ struct adam {
   };
 
   state make_state(std::size_t elements) const { return {std::vector<float>(elements, 0.0f), std::vector<float>(elements, 0.0f)}; }
+
+  std::vector<hyper_parameter> hyper_parameters() const {
+    return {non_negative("lr", lr), fraction("beta1", beta1), fraction("beta2", beta2), positive("eps", eps),
+            non_negative("weight_decay", weight_decay)};
+  }
 
   /// The state's tensors by name (PyTorch's), for checkpoints.
   static std::vector<named_state> tensors(state& s) { return {{"exp_avg", s.m}, {"exp_avg_sq", s.v}}; }

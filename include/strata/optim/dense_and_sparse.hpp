@@ -5,6 +5,7 @@
 // chooses per variable when the variable's state is made.
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -27,6 +28,16 @@ struct dense_and_sparse {
   state make_state(std::size_t elements, gradient_form form) const {
     if (form == gradient_form::sparse_rows) return {sparse.make_state(elements)};
     return {dense.make_state(elements)};
+  }
+
+  std::vector<hyper_parameter> hyper_parameters() const {
+    std::vector<hyper_parameter> all;
+    for (std::string_view prefix : {"dense.", "sparse."})
+      for (hyper_parameter h : prefix == "dense." ? hyper_parameters_of(dense) : hyper_parameters_of(sparse)) {
+        h.name.insert(0, prefix);
+        all.push_back(std::move(h));
+      }
+    return all;
   }
 
   static std::vector<named_state> tensors(state& s) {

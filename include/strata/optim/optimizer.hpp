@@ -43,6 +43,14 @@ typename O::state make_state_for(const O& optimizer, std::size_t elements, optim
   else return optimizer.make_state(elements);
 }
 
+/// An optimizer's hyper-parameters with their ranges; none for optimizers that do not list
+/// them (a user's own, say), which are then neither checked nor compared across ranks.
+template <class O>
+std::vector<optim::hyper_parameter> hyper_parameters_of(const O& optimizer) {
+  if constexpr (requires { optimizer.hyper_parameters(); }) return optimizer.hyper_parameters();
+  else return {};
+}
+
 /// Bytes of one variable's optimizer state.
 template <Optimizer O>
 std::size_t state_bytes(typename O::state& s) {

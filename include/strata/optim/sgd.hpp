@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "strata/config.hpp"
+#include "strata/optim/hyper_parameters.hpp"
 #include "strata/optim/named_state.hpp"
 
 namespace strata::optim {
@@ -37,6 +38,11 @@ struct sgd {
   };
 
   state make_state(std::size_t elements) const { return {std::vector<float>(momentum != 0.0f ? elements : 0, 0.0f)}; }
+
+  std::vector<hyper_parameter> hyper_parameters() const {
+    return {non_negative("lr", lr), fraction("momentum", momentum, true), non_negative("weight_decay", weight_decay),
+            flag("nesterov", nesterov)};
+  }
 
   /// The state's tensors by name (PyTorch's), for checkpoints.
   static std::vector<named_state> tensors(state& s) {

@@ -44,8 +44,12 @@ concept DenseAllReduceStrategy =
     CanonicalStrategy<S> && S::descriptor.placement == placement_kind::replicate && !S::descriptor.sparse_rows;
 
 /// A collective did not finish before the executor's deadline (the message says which).
+/// `waited_for`: the ranks it was waiting on, where the wait knows them (a parameter server's
+/// reply); empty for collectives, where any rank may be the one missing.
 struct stalled : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit stalled(const std::string& what, std::vector<int> ranks = {})
+      : std::runtime_error(what), waited_for(std::move(ranks)) {}
+  std::vector<int> waited_for;
 };
 
 /// One variable, or one part of a partitioned variable: the unit buckets are made of.

@@ -196,7 +196,7 @@ class ps_synchronizer {
     try {
       service_->worker().complete(deadline);
     } catch (const ps::no_reply& e) {
-      throw stalled(fmt::format("{} under {}", e.what(), strategy_name<S>()));
+      throw stalled(fmt::format("{} under {}", e.what(), strategy_name<S>()), e.servers);
     }
   }
 

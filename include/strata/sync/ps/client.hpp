@@ -53,7 +53,8 @@ inline std::optional<std::string> staleness_violation(const read_record& r, int 
 
 /// A reply did not come before the deadline (the message names the server's rank).
 struct no_reply : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  no_reply(const std::string& what, std::vector<int> ranks) : std::runtime_error(what), servers(std::move(ranks)) {}
+  std::vector<int> servers;  ///< the ranks whose servers did not answer
 };
 
 template <Communicator C, class O>
@@ -157,7 +158,8 @@ class client {
         idle.reset();
       } else if (std::chrono::steady_clock::now() > deadline) {
         throw no_reply(fmt::format("the wait for the parameter server on rank{} {} to answer for {}", hosts_owing().size() > 1 ? "s" : "",
-                                   fmt::join(hosts_owing(), ", "), describe_expected()));
+                                   fmt::join(hosts_owing(), ", "), describe_expected()),
+                       hosts_owing());
       } else if (outbox_.sending(*comm_)) {
         std::this_thread::yield();  // no sleep while pushes are still moving: they move only while we call in
       } else {

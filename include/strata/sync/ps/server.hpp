@@ -15,8 +15,15 @@
 //
 // Pushes carry the pusher's optimizer (its hyper-parameters, such as a scheduled learning
 // rate) and are applied with 1/workers of their gradient, the mean over workers.
+//
+// Replies are sent without waiting for them to arrive: a reply too large for MPI's eager
+// protocol completes only once its worker receives it, and a worker that is stopped (or just
+// slow) must not hold the server, and with it every other worker, under ASP. Each reply
+// owns its buffer until it is delivered; delivered buffers are reused.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <list>
 #include <cstring>
 #include <cstdio>
 #include <map>
@@ -123,15 +130,70 @@ class server {
     backoff idle;
     int done = 0;
     while (done < comm_->size()) {
-      bool busy = false;
+      bool busy = deliver();
       for (int worker = 0; worker < comm_->size(); ++worker)
         if (comm_->iprobe(worker, request_tag)) {
           busy = true;
           done += handle(worker) ? 1 : 0;
         }
       if (busy) idle.reset();
+      else if (delivering_recently()) std::this_thread::yield();  // large replies move only while we call in
       else idle.pause();
     }
+    while (!sending_.empty()) {  // every worker said done: what is left was received or is never wanted
+      deliver();
+      std::this_thread::yield();
+    }
+  }
+
+  /// A reply in flight: its header and payload live here until both sends complete.
+  struct reply_in_flight {
+    reply_header header;
+    std::vector<std::byte> payload;
+    std::vector<typename C::request> requests;
+  };
+
+  /// Completes the replies whose workers received them; true if any did.
+  bool deliver() {
+    bool delivered = false;
+    for (auto it = sending_.begin(); it != sending_.end();) {
+      if (std::ranges::all_of(it->requests, [&](typename C::request& r) { return test(r); })) {
+        spare_.push_back(std::move(it->payload));
+        it = sending_.erase(it);
+        delivered = true;
+        last_delivery_ = std::chrono::steady_clock::now();
+      } else {
+        ++it;
+      }
+    }
+    return delivered;
+  }
+
+  /// Whether replies are pending and one was delivered in the last few milliseconds: then they
+  /// are moving and the server keeps calling in; a reply that waits longer is for a worker
+  /// that stopped or is busy, and is then only checked between the idle sleeps.
+  bool delivering_recently() const {
+    return !sending_.empty() && std::chrono::steady_clock::now() - last_delivery_ < std::chrono::milliseconds(5);
+  }
+
+  bool test(typename C::request& r) {
+    if constexpr (Testable<C>) return comm_->test(r);
+    else {
+      comm_->wait(r);
+      return true;
+    }
+  }
+
+  /// A buffer for a reply's payload: a delivered one when there is one (allocating megabytes
+  /// per reply costs page faults).
+  std::vector<std::byte> take_buffer(std::size_t bytes) {
+    std::vector<std::byte> buffer;
+    if (!spare_.empty()) {
+      buffer = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    buffer.resize(bytes);
+    return buffer;
   }
 
   /// Handles one request; true when it was the worker's last ("done").
@@ -308,10 +370,9 @@ class server {
     const bool bsp = shard.variable->strategy.consistency == consistency_kind::bsp;
     shard.updates = static_cast<std::int64_t>(header.clock) * (bsp ? 1 : comm_->size());
     shard.clocks.clear();
-    std::vector<std::byte>& ack = reply_;
-    ack.resize(shard.applied.size() * sizeof(std::uint64_t));
+    std::vector<std::byte> ack = take_buffer(shard.applied.size() * sizeof(std::uint64_t));
     std::memcpy(ack.data(), shard.applied.data(), ack.size());
-    send_reply(worker, {.variable = variable_index(shard), .shard = shard_index(shard), .payload_bytes = ack.size()}, ack);
+    send_reply(worker, {.variable = variable_index(shard), .shard = shard_index(shard)}, std::move(ack));
     answer_parked(shard);
   }
 
@@ -335,8 +396,7 @@ class server {
     const std::size_t values = p.snapshot ? shard.values.size() * (1 + state.size())
                                : p.rows.empty() ? shard.values.size()
                                                 : p.rows.size() * width;
-    std::vector<std::byte>& payload = reply_;  // reused: send_reply waits before returning
-    payload.resize(shard.applied.size() * sizeof(std::uint64_t) + values * sizeof(float));
+    std::vector<std::byte> payload = take_buffer(shard.applied.size() * sizeof(std::uint64_t) + values * sizeof(float));
     std::memcpy(payload.data(), shard.applied.data(), shard.applied.size() * sizeof(std::uint64_t));
     float* out = reinterpret_cast<float*>(payload.data() + shard.applied.size() * sizeof(std::uint64_t));
     if (p.snapshot) {
@@ -347,8 +407,7 @@ class server {
       for (std::size_t i = 0; i < p.rows.size(); ++i)
         std::copy_n(shard.values.begin() + static_cast<std::ptrdiff_t>((p.rows[i] - shard.plan->first_row) * width), width,
                     out + i * width);
-    send_reply(p.worker, {.variable = variable_index(shard), .shard = shard_index(shard), .payload_bytes = payload.size()},
-               payload);
+    send_reply(p.worker, {.variable = variable_index(shard), .shard = shard_index(shard)}, std::move(payload));
   }
 
   void reply_error(int worker, const request_header& header, std::string message = {}) {
@@ -356,15 +415,20 @@ class server {
       message = std::move(errors_[worker]);
       errors_.erase(worker);
     }
-    const auto bytes = std::as_bytes(std::span(message));
-    send_reply(worker, {.variable = header.variable, .shard = header.shard, .payload_bytes = bytes.size(), .failed = 1},
-               bytes);
+    std::vector<std::byte> bytes = take_buffer(message.size());
+    std::memcpy(bytes.data(), message.data(), message.size());
+    send_reply(worker, {.variable = header.variable, .shard = header.shard, .failed = 1}, std::move(bytes));
   }
 
-  void send_reply(int worker, const reply_header& header, std::span<const std::byte> payload) {
-    // Waited for at once: the worker is probing for this reply (it pulled and waits).
-    outbox_.send(*comm_, worker, reply_tag, reply_payload_tag, header, payload);
-    outbox_.wait_all(*comm_);
+  /// Starts sending a reply (its header's payload_bytes set here, from the payload) and
+  /// returns: deliver() completes it once the worker received it.
+  void send_reply(int worker, reply_header header, std::vector<std::byte> payload) {
+    header.payload_bytes = payload.size();
+    reply_in_flight& reply = sending_.emplace_back(reply_in_flight{header, std::move(payload), {}});
+    reply.requests.push_back(comm_->isend(bytes_of(reply.header), worker, reply_tag));
+    if (!reply.payload.empty())
+      reply.requests.push_back(comm_->isend(std::span<const std::byte>(reply.payload), worker, reply_payload_tag));
+    if (sending_.size() == 1) last_delivery_ = std::chrono::steady_clock::now();  // the clock of delivering_recently
   }
 
   std::uint32_t variable_index(const shard_state& shard) const {
@@ -378,8 +442,10 @@ class server {
   const plan* plan_;
   std::map<std::uint64_t, shard_state> shards_;
   std::map<int, std::string> errors_;  // per worker: a rejected push, reported with its next pull
-  outbox<C> outbox_;
-  std::vector<std::byte> request_, reply_;
+  std::list<reply_in_flight> sending_;  // a list: a reply's header and payload never move while in flight
+  std::vector<std::vector<std::byte>> spare_;  // payload buffers of delivered replies
+  std::chrono::steady_clock::time_point last_delivery_{};
+  std::vector<std::byte> request_;
   std::vector<float> scaled_;
   memory_use held_;
   std::thread thread_;
