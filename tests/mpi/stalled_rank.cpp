@@ -1,25 +1,108 @@
-// A rank that stops participating, in its second step or (with the argument "start-up")
-// before it constructs its executor: the others must fail with a message naming it, and the
-// job must end (mpirun exits non-zero) well before the stalled rank would wake up.
+// Ranks that stop participating, and what the others must do about it. Modes (argv[1]):
+//   (none)       rank 1 stops before its second step: the others fail naming it;
+//   start-up     rank 1 stops before it constructs its executor: likewise;
+//   backward     rank 1 stops in the middle of its second backward pass, after one of its two
+//                gradients was marked ready (its bucket's all-reduce started): it is named;
+//   asp          3 ranks under ASP with a 1 MiB PS<1> variable (replies far above MPI's eager
+//                size); rank 0 stops rank 2 (SIGSTOP) for 6 s while training on: the others
+//                must keep updating (ASP waits for nobody), and the job ends well;
+//   asp-server   rank 1 stops rank 0, which hosts the shard, under ASP: the others fail
+//                naming rank 0 as the server that did not answer.
+// In the failing modes the job must end (mpirun exits non-zero) well before a stalled rank
+// would wake up.
+#include <csignal>
 #include <chrono>
+#include <cstdio>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include <sys/types.h>
+#include <unistd.h>
+
 #include "strata/strata.hpp"
 
-int main(int argc, char** argv) {
-  using namespace strata;
-  mpi::context ctx(argc, argv);
-  const bool at_start_up = argc > 1 && std::string_view(argv[1]) == "start-up";
-  std::vector<float> w(1000), g(1000, 1.0f);
-  auto m = make_model(variable<Strategy<AllReduce<Ring>>>("fc.weight", w, g, {100, 10}));
+namespace {
+
+using namespace strata;
+
+std::vector<int> process_ids(mpi::context& ctx) {
+  const int mine = ::getpid();
+  std::vector<int> all(static_cast<std::size_t>(ctx.size()));
+  ctx.control().allgather(std::span<const int>(&mine, 1), std::span<int>(all));
+  return all;
+}
+
+int stop_in(mpi::context& ctx, std::string_view mode) {
+  std::vector<float> w(1000), g(1000, 1.0f), b(10), gb(10, 1.0f);
+  using Dense = Strategy<AllReduce<Ring>>;
+  auto m = make_model(variable<Dense>("fc.weight", w, g, {100, 10}), variable<Dense>("fc.bias", b, gb, {10}));
   executor_options options;
   options.timeout = std::chrono::seconds(2);
-  if (at_start_up && ctx.rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(60));
+  options.buckets = {.first_bucket_bytes = 16, .bucket_bytes = 16};  // one bucket per variable
+  if (mode == "start-up" && ctx.rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(60));
   auto exec = make_executor(ctx, m, optim::sgd{}, options);
   exec.step();
-  if (ctx.rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(60));  // stalls
+  if (mode == "backward") {
+    exec.grad_ready(variable_id{1});  // fc.bias: its bucket's all-reduce starts
+    if (ctx.rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(60));  // stalls before fc.weight
+    exec.grad_ready(variable_id{0});
+  } else if (ctx.rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(60));  // stalls
+  }
   exec.step();
   return 0;
+}
+
+int asp(mpi::context& ctx, std::string_view mode) {
+  using Async = Strategy<PS<1>, Consistency<ASP>>;
+  std::vector<float> w(512 * 512), g(512 * 512, 1e-6f);
+  auto m = make_model(variable<Async>("table", w, g, {512, 512}));
+  executor_options options;
+  options.timeout = std::chrono::seconds(mode == "asp-server" ? 2 : 30);
+  auto exec = make_executor(ctx, m, optim::sgd{.lr = 1e-3f}, options);
+  const int host = exec.parameter_server_plan()->variables[0].shards[0].host;
+  const std::vector<int> pids = process_ids(ctx);
+  if (mode == "asp-server") {
+    for (int u = 0; u < 5; ++u) exec.step();
+    if (ctx.rank() == (host + 1) % ctx.size()) ::kill(pids[static_cast<std::size_t>(host)], SIGSTOP);
+    for (int u = 0; u < 1000; ++u) exec.step();  // the server is gone: the deadline must fire
+    return 0;
+  }
+  const int frozen = ctx.size() - 1, controller = 0;
+  if (host == frozen) {
+    std::fprintf(stderr, "the shard is on rank %d, the rank this test stops\n", host);
+    return 1;
+  }
+  for (int u = 0; u < 10; ++u) exec.step();
+  if (ctx.rank() == frozen) {
+    // Keeps stepping: stopped at some point inside (or between) its steps, then continued.
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < end) exec.step();
+    return 0;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the frozen rank is mid-training
+  if (ctx.rank() == controller) ::kill(pids[static_cast<std::size_t>(frozen)], SIGSTOP);
+  const auto start = std::chrono::steady_clock::now();
+  long updates = 0;
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(6)) {
+    exec.step();
+    ++updates;
+  }
+  if (ctx.rank() == controller) ::kill(pids[static_cast<std::size_t>(frozen)], SIGCONT);
+  std::printf("rank %d: %ld updates in the 6 s rank %d was stopped\n", ctx.rank(), updates, frozen);
+  std::fflush(stdout);
+  if (updates < 20) {
+    std::fprintf(stderr, "rank %d: ASP waited for the stopped rank (%ld updates in 6 s)\n", ctx.rank(), updates);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  mpi::context ctx(argc, argv);
+  const std::string_view mode = argc > 1 ? argv[1] : "";
+  return mode.starts_with("asp") ? asp(ctx, mode) : stop_in(ctx, mode);
 }
