@@ -13,6 +13,7 @@
 #include <strata/strata.hpp>
 
 #include "measure.hpp"
+#include "../examples/common/rank_main.hpp"
 
 namespace {
 using strata::mpi::communicator;
@@ -29,12 +30,17 @@ int main(int argc, char** argv) {
   int rounds = 9;
   CLI::App app{"all-reduce bus bandwidth: strata vs MPI_Allreduce"};
   app.add_flag("--quick", quick, "small sizes, few rounds (smoke test)");
-  app.add_option("--min-bytes", min_bytes, "smallest buffer");
-  app.add_option("--max-bytes", max_bytes, "largest buffer");
-  app.add_option("--rounds", rounds, "interleaved rounds per size (medians are taken over them)");
-  app.add_option("--chunk-kib", chunk_kib, "ring chunk size");
-  app.add_option("--window", window, "ring chunks in flight");
-  CLI11_PARSE(app, argc, argv);
+  constexpr std::size_t largest = std::size_t{1} << 31;
+  examples::number(app, "--min-bytes", min_bytes, std::size_t{8}, largest, "smallest buffer");
+  examples::number(app, "--max-bytes", max_bytes, std::size_t{8}, largest, "largest buffer");
+  examples::number(app, "--rounds", rounds, 1, 1000, "interleaved rounds per size (medians are taken over them)");
+  examples::number(app, "--chunk-kib", chunk_kib, std::size_t{1}, std::size_t{1} << 20, "ring chunk size");
+  examples::number(app, "--window", window, std::size_t{1}, std::size_t{1024}, "ring chunks in flight");
+  if (const auto status = examples::parse(ctx, app, argc, argv, "allreduce_bw")) return *status;
+  if (min_bytes > max_bytes) {
+    if (ctx.rank() == 0) fmt::print(stderr, "allreduce_bw: --min-bytes {} is above --max-bytes {}\n", min_bytes, max_bytes);
+    return strata::exit_usage;
+  }
   if (quick) {
     max_bytes = std::min<std::size_t>(max_bytes, 4 << 20);
     rounds = 3;

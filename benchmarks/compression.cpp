@@ -21,6 +21,7 @@
 
 #include "measure.hpp"
 #include "model_shapes.hpp"
+#include "../examples/common/rank_main.hpp"
 
 namespace {
 
@@ -116,9 +117,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> models = {"resnet50", "vgg16"};
   CLI::App app{"gradient compression: bytes and synchronization time per codec"};
   app.add_flag("--quick", quick, "ResNet-50 only, 2 rounds (smoke test)");
-  app.add_option("--rounds", rounds, "interleaved rounds (medians are taken over them)");
+  examples::number(app, "--rounds", rounds, 1, 1000, "interleaved rounds (medians are taken over them)");
   app.add_option("--model", models, "resnet50 and/or vgg16")->check(CLI::IsMember({"resnet50", "vgg16"}));
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = examples::parse(ctx, app, argc, argv, "compression")) return *status;
   if (quick) {
     models = {"resnet50"};
     rounds = 2;

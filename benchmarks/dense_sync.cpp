@@ -19,6 +19,7 @@
 #include "executor_model.hpp"
 #include "measure.hpp"
 #include "model_shapes.hpp"
+#include "../examples/common/rank_main.hpp"
 
 int main(int argc, char** argv) {
   strata::mpi::context ctx(argc, argv);
@@ -27,10 +28,10 @@ int main(int argc, char** argv) {
   double bucket_mib = 25.0, first_bucket_mib = 1.0;
   CLI::App app{"ResNet-50 gradient synchronization: strata's bucketed executor vs one flat MPI_Allreduce"};
   app.add_flag("--quick", quick, "few rounds (smoke test)");
-  app.add_option("--rounds", rounds, "interleaved rounds (medians are taken over them)");
-  app.add_option("--bucket-mib", bucket_mib, "fusion bucket size");
-  app.add_option("--first-bucket-mib", first_bucket_mib, "first bucket size");
-  CLI11_PARSE(app, argc, argv);
+  examples::number(app, "--rounds", rounds, 1, 1000, "interleaved rounds (medians are taken over them)");
+  examples::number(app, "--bucket-mib", bucket_mib, 0.001, 4096.0, "fusion bucket size");
+  examples::number(app, "--first-bucket-mib", first_bucket_mib, 0.001, 4096.0, "first bucket size");
+  if (const auto status = examples::parse(ctx, app, argc, argv, "dense_sync")) return *status;
   if (quick) rounds = 2;
 
   const auto shapes = bench::resnet50_shapes();

@@ -23,6 +23,7 @@
 
 #include "executor_model.hpp"
 #include "measure.hpp"
+#include "../examples/common/rank_main.hpp"
 
 int main(int argc, char** argv) {
   using namespace strata;
@@ -32,9 +33,9 @@ int main(int argc, char** argv) {
   std::vector<double> sizes_mib = {1, 16, 64};
   CLI::App app{"Dense model update: parameter server vs all-reduce"};
   app.add_flag("--quick", quick, "small models and few rounds (smoke test)");
-  app.add_option("--rounds", rounds, "interleaved rounds (medians are taken over them)");
-  app.add_option("--sizes-mib", sizes_mib, "model sizes (8 equal tensors each)");
-  CLI11_PARSE(app, argc, argv);
+  examples::number(app, "--rounds", rounds, 1, 1000, "interleaved rounds (medians are taken over them)");
+  app.add_option("--sizes-mib", sizes_mib, "model sizes (8 equal tensors each)")->check(examples::in_range(0.001, 4096.0));
+  if (const auto status = examples::parse(ctx, app, argc, argv, "ps_vs_allreduce")) return *status;
   if (quick) {
     rounds = 2;
     sizes_mib = {0.25, 1};

@@ -19,6 +19,7 @@
 #include <strata/strata.hpp>
 
 #include "measure.hpp"
+#include "../examples/common/rank_main.hpp"
 
 namespace {
 
@@ -50,12 +51,19 @@ int main(int argc, char** argv) {
   double exponent = 1.1;
   CLI::App app{"Sparse embedding synchronization: strata's parameter server vs a dense all-reduce of the table"};
   app.add_flag("--quick", quick, "a small table and few rounds (smoke test)");
-  app.add_option("--rounds", rounds, "interleaved rounds (medians are taken over them)");
-  app.add_option("--rows", rows, "embedding rows");
-  app.add_option("--width", width, "embedding width");
-  app.add_option("--draws", draws, "ids drawn per rank and step (Zipf; repeats are combined)");
-  app.add_option("--zipf", exponent, "Zipf exponent of the ids");
-  CLI11_PARSE(app, argc, argv);
+  examples::number(app, "--rounds", rounds, 1, 1000, "interleaved rounds (medians are taken over them)");
+  examples::number(app, "--rows", rows, std::size_t{1}, std::size_t{100'000'000}, "embedding rows");
+  examples::number(app, "--width", width, std::size_t{1}, std::size_t{4096}, "embedding width");
+  examples::number(app, "--draws", draws, std::size_t{1}, std::size_t{10'000'000},
+                   "ids drawn per rank and step (Zipf; repeats are combined)");
+  examples::number(app, "--zipf", exponent, 0.01, 10.0, "Zipf exponent of the ids");
+  if (const auto status = examples::parse(ctx, app, argc, argv, "sparse_sync")) return *status;
+  if (rows * width > (std::size_t{1} << 30)) {  // 4 GiB of float32 per table, and two tables
+    if (ctx.rank() == 0)
+      fmt::print(stderr, "sparse_sync: --rows {} x --width {} is {} elements; at most 2^30 (a 4 GiB table) are allowed\n",
+                 rows, width, rows * width);
+    return strata::exit_usage;
+  }
   if (quick) {
     rounds = 2;
     rows = 20'000;

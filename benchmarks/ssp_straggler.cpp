@@ -18,6 +18,7 @@
 
 #include "../examples/ctr/distributed.hpp"
 #include "measure.hpp"
+#include "../examples/common/rank_main.hpp"
 
 int main(int argc, char** argv) {
   using namespace strata;
@@ -31,12 +32,12 @@ int main(int argc, char** argv) {
   o.global_batch = 256;
   CLI::App app{"SSP and ASP against BSP under transient stragglers, on the parameter-server CTR model"};
   app.add_flag("--quick", quick, "few updates and rounds (smoke test)");
-  app.add_option("--rounds", rounds, "interleaved rounds (medians are taken over them)");
-  app.add_option("--updates", updates, "updates per rank and round");
-  app.add_option("--batch", o.global_batch, "global batch, split over ranks");
-  app.add_option("--probability", probability, "chance that a rank's update is delayed");
-  app.add_option("--factor", factor, "a delay, in normal update times");
-  CLI11_PARSE(app, argc, argv);
+  examples::number(app, "--rounds", rounds, 1, 1000, "interleaved rounds (medians are taken over them)");
+  examples::number(app, "--updates", updates, 1L, 10'000'000L, "updates per rank and round");
+  examples::number(app, "--batch", o.global_batch, std::size_t{1}, std::size_t{1'000'000}, "global batch, split over ranks");
+  examples::number(app, "--probability", probability, 0.0, 1.0, "chance that a rank's update is delayed");
+  examples::number(app, "--factor", factor, 0.0, 1000.0, "a delay, in normal update times");
+  if (const auto status = examples::parse(ctx, app, argc, argv, "ssp_straggler")) return *status;
   if (quick) {
     rounds = 1;
     updates = 20;

@@ -7,12 +7,15 @@
 // Sparse rows are updated with row-wise Adagrad, touched rows only; dense tensors with Adam.
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <strata/optim/adam.hpp>
+
+#include "../common/cli.hpp"
 
 #include "auc.hpp"
 #include "data.hpp"
@@ -99,19 +102,27 @@ int main(int argc, char** argv) {
   openblas_set_num_threads(1);  // one core: the distributed runs get their parallelism from ranks
   options o;
   CLI::App app{"Wide&Deep CTR model on synthetic data, trained on one process"};
-  app.add_option("--epochs", o.epochs)->check(CLI::PositiveNumber);
-  app.add_option("--steps-per-epoch", o.steps_per_epoch, "updates between held-out evaluations")->check(CLI::PositiveNumber);
-  app.add_option("--batch", o.batch, "samples per update")->check(CLI::PositiveNumber);
-  app.add_option("--held-out", o.held_out, "held-out samples for AUC")->check(CLI::PositiveNumber);
-  app.add_option("--embedding-lr", o.embedding_lr, "row-wise Adagrad learning rate of the sparse tables");
-  app.add_option("--dense-lr", o.dense_lr, "Adam learning rate of the MLP");
-  app.add_option("--seed", o.seed, "seeds the data, the planted model and the student");
-  app.add_option("--max-auc-gap", o.max_auc_gap, "exit non-zero if the held-out AUC ends further below the planted AUC");
-  CLI11_PARSE(app, argc, argv);
+  examples::number(app, "--epochs", o.epochs, 1, 10'000);
+  examples::number(app, "--steps-per-epoch", o.steps_per_epoch, 1L, 100'000'000L, "updates between held-out evaluations");
+  examples::number(app, "--batch", o.batch, std::size_t{1}, std::size_t{1'000'000}, "o.batchDOC");
+  examples::number(app, "--held-out", o.held_out, std::size_t{1}, std::size_t{10'000'000}, "held-out samples for AUC");
+  examples::number(app, "--embedding-lr", o.embedding_lr, 0.0f, 100.0f, "row-wise Adagrad learning rate of the sparse tables");
+  examples::number(app, "--dense-lr", o.dense_lr, 0.0f, 100.0f, "Adam learning rate of the MLP");
+  examples::number(app, "--seed", o.seed, std::uint64_t{0}, std::numeric_limits<std::uint64_t>::max(),
+                   "seeds the data, the planted model and the student");
+  examples::number(app, "--max-auc-gap", o.max_auc_gap, 0.0, 1.0,
+                   "exit non-zero if the held-out AUC ends further below the planted AUC");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    fmt::print(stderr, "ctr_local_train: {} (see --help)\n", e.what());
+    return strata::exit_usage;
+  }
   try {
     return train(o);
   } catch (const std::exception& e) {
     fmt::print(stderr, "ctr_local_train: {}\n", e.what());
-    return 1;
+    return strata::exit_status_of(e);
   }
 }

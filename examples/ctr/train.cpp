@@ -9,6 +9,7 @@
 // non-zero when the AUC ends more than --max-auc-gap below the planted AUC.
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -63,7 +64,7 @@ int train(strata::mpi::context& ctx, options o) {
   const double planted_auc = ctx.rank() == 0 ? ctr::auc(held_out.planted_probability, held_out.labels) : 0.0;
   o.run.updates = o.epochs * o.steps_per_epoch;
   o.run.updates_per_epoch = o.steps_per_epoch;
-  if (o.consistency.starts_with("ssp:") && std::stol(o.consistency.substr(4)) >= o.run.updates)
+  if (o.consistency.starts_with("ssp:") && (o.consistency == "ssp:1" ? 1 : 3) >= o.run.updates)
     throw std::invalid_argument(fmt::format("--consistency {} over {} updates never holds a rank back: that is asp; choose "
                                             "a staleness below the number of updates",
                                             o.consistency, o.run.updates));
@@ -117,21 +118,23 @@ int main(int argc, char** argv) {
   openblas_set_num_threads(1);  // one core per rank: ranks are the parallelism
   options o;
   CLI::App app{"Wide&Deep CTR model on synthetic data, trained over MPI ranks with strata"};
-  app.add_option("--builder", o.builder, "parallax (MLP all-reduced, tables on the PS), ps (everything on the PS, "
-                                         "partitioned) or allreduce (everything replicated)");
-  app.add_option("--consistency", o.consistency, "of the parameter-server variables: bsp, asp, ssp:1 or ssp:3");
-  app.add_option("--epochs", o.epochs)->check(CLI::PositiveNumber);
-  app.add_option("--steps-per-epoch", o.steps_per_epoch, "updates between held-out evaluations")->check(CLI::PositiveNumber);
-  app.add_option("--batch", o.run.global_batch, "global batch, split over ranks")->check(CLI::PositiveNumber);
-  app.add_option("--held-out", o.held_out, "held-out samples for AUC")->check(CLI::PositiveNumber);
-  app.add_option("--embedding-lr", o.run.embedding_lr, "Adagrad learning rate of the sparse tables");
-  app.add_option("--dense-lr", o.run.dense_lr, "Adam learning rate of the MLP");
-  app.add_option("--seed", o.run.seed, "seeds the data, the planted model and the student");
-  app.add_option("--max-auc-gap", o.max_auc_gap, "exit non-zero if the held-out AUC ends further below the planted AUC");
-  app.add_option("--straggler-probability", o.run.straggler_probability,
-                 "delay each rank's update with this probability (transient stragglers)")
-      ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--straggler-factor", o.straggler_factor, "a straggler's delay, in normal update times")
-      ->check(CLI::PositiveNumber);
+  examples::one_of(app, "--builder", o.builder, {"parallax", "ps", "allreduce"},
+                   "parallax (MLP all-reduced, tables on the PS), ps (everything on the PS, partitioned) or allreduce "
+                   "(everything replicated)");
+  examples::one_of(app, "--consistency", o.consistency, {"bsp", "asp", "ssp:1", "ssp:3"},
+                   "of the parameter-server variables");
+  examples::number(app, "--epochs", o.epochs, 1, 10'000);
+  examples::number(app, "--steps-per-epoch", o.steps_per_epoch, 1L, 100'000'000L, "updates between held-out evaluations");
+  examples::number(app, "--batch", o.run.global_batch, std::size_t{1}, std::size_t{1'000'000}, "o.run.global_batchDOC");
+  examples::number(app, "--held-out", o.held_out, std::size_t{1}, std::size_t{10'000'000}, "held-out samples for AUC");
+  examples::number(app, "--embedding-lr", o.run.embedding_lr, 0.0f, 100.0f, "Adagrad learning rate of the sparse tables");
+  examples::number(app, "--dense-lr", o.run.dense_lr, 0.0f, 100.0f, "Adam learning rate of the MLP");
+  examples::number(app, "--seed", o.run.seed, std::uint64_t{0}, std::numeric_limits<std::uint64_t>::max(),
+                   "seeds the data, the planted model and the student");
+  examples::number(app, "--max-auc-gap", o.max_auc_gap, 0.0, 1.0,
+                   "exit non-zero if the held-out AUC ends further below the planted AUC");
+  examples::number(app, "--straggler-probability", o.run.straggler_probability, 0.0, 1.0,
+                   "delay each rank's update with this probability (transient stragglers)");
+  examples::number(app, "--straggler-factor", o.straggler_factor, 0.001, 1000.0, "a straggler's delay, in normal update times");
   return examples::parse_and_run(ctx, app, argc, argv, "ctr_train", [&] { return train(ctx, o); });
 }

@@ -11,7 +11,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cmath>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -74,6 +77,13 @@ std::string to_text(const std::mt19937_64& engine) {
   return out.str();
 }
 
+/// The flags a resumed run must share with the run that saved its checkpoints.
+std::map<std::string, std::string> run_identity(const options& o) {
+  return {{"--batch", std::to_string(o.global_batch)},
+          {"--strategy", strata::to_string(strata::parse_strategy(o.strategy))},
+          {"--accumulate", std::to_string(o.accumulation)}};
+}
+
 /// Cosine decay from the base rate to zero over the whole run.
 float learning_rate(const options& o, long step, long total_steps) {
   const double progress = static_cast<double>(step) / static_cast<double>(std::max(total_steps, 1L));
@@ -116,6 +126,9 @@ int train(strata::mpi::context& ctx, const options& o) {
   const std::function<void(std::size_t)> grad_ready = [&](std::size_t i) { exec.grad_ready(ids[i]); };
   const std::function<void(std::size_t)> no_overlap;
 
+  if (static_cast<std::size_t>(o.global_batch) > train_set.size())
+    throw examples::flag_error("--batch", fmt::format("{} is larger than the {} training images", o.global_batch,
+                                                      train_set.size()));
   const long steps_per_epoch = static_cast<long>(train_set.size()) / o.global_batch;  // drop the ragged tail
   const long total_steps = o.max_steps >= 0 ? std::min(o.max_steps, steps_per_epoch * o.epochs) : steps_per_epoch * o.epochs;
   const long last_step = o.stop_after >= 0 ? std::min(o.stop_after, total_steps) : total_steps;
@@ -138,6 +151,13 @@ int train(strata::mpi::context& ctx, const options& o) {
   if (!o.checkpoint_dir.empty()) {
     checkpoints.emplace(o.checkpoint_dir, o.keep_checkpoints);
     if (const auto restored = exec.restore_checkpoint(*checkpoints)) {
+      // The data position means nothing under another batch, and another strategy would
+      // silently change the run; the checkpoint says what it was saved with.
+      for (const auto& [flag, value] : run_identity(o))
+        if (const auto saved = restored->meta.find(flag); saved != restored->meta.end() && saved->second != value)
+          throw examples::flag_error(flag, fmt::format("this run has {}, but the checkpoints in {} were saved with {}; "
+                                                       "resume with the same {}, or use another --checkpoint-dir",
+                                                       value, o.checkpoint_dir, saved->second, flag));
       step = restored->step;
       first_epoch = std::stoi(restored->meta.at("epoch"));
       std::istringstream(restored->meta.at("shuffle_engine")) >> shuffle_engine;
@@ -147,7 +167,9 @@ int train(strata::mpi::context& ctx, const options& o) {
     }
   }
   auto save_checkpoint = [&](int epoch, const std::string& engine_before_shuffle) {
-    exec.save_checkpoint(*checkpoints, {{"epoch", std::to_string(epoch)}, {"shuffle_engine", engine_before_shuffle}});
+    strata::ckpt::metadata meta = {{"epoch", std::to_string(epoch)}, {"shuffle_engine", engine_before_shuffle}};
+    meta.merge(run_identity(o));
+    exec.save_checkpoint(*checkpoints, meta);
   };
 
   auto test_accuracy = [&] {
@@ -178,7 +200,11 @@ int train(strata::mpi::context& ctx, const options& o) {
                       fashion_mnist::dataset::pixels, x.begin() + static_cast<long>(i * fashion_mnist::dataset::pixels));
           y[i] = train_set.labels[sample];
         }
-        loss_sum += net.forward_backward(x.data(), y.data(), micro_batch, o.overlap ? grad_ready : no_overlap);
+        const double loss = net.forward_backward(x.data(), y.data(), micro_batch, o.overlap ? grad_ready : no_overlap);
+        if (!std::isfinite(loss))
+          throw strata::numeric_error(fmt::format("the loss is {} at update {}: training diverged; lower --lr (now {})", loss,
+                                                  step + 1, o.lr));
+        loss_sum += loss;
         exec.step();
       }
       ++batches;
@@ -229,33 +255,34 @@ int main(int argc, char** argv) {
   options o;
   CLI::App app{"Data-parallel Fashion-MNIST MLP with strata"};
   app.add_option("--data", o.data, "directory with the IDX .gz files");
-  app.add_option("--strategy", o.strategy,
+  examples::strategy(app, "--strategy", o.strategy,
                  "one of: AllReduce<Native>, AllReduce<Tree>, AllReduce<Hierarchical>, AllReduce<Ring>, and AllReduce<Ring> "
                  "with FP16, FP16+ErrorFeedback, BF16, TopK<0.01>+ErrorFeedback, PowerSGD<4>+ErrorFeedback or Partition<0> "
                  "(any order)");
-  app.add_option("--epochs", o.epochs)->check(CLI::PositiveNumber);
-  app.add_option("--batch", o.global_batch, "global batch, split over ranks")->check(CLI::PositiveNumber);
-  app.add_option("--accumulate", o.accumulation, "micro-batches per update")->check(CLI::PositiveNumber);
-  app.add_option("--lr", o.lr, "base learning rate (cosine decay to 0)");
-  app.add_option("--momentum", o.momentum);
-  app.add_option("--seed", o.seed);
-  app.add_option("--bucket-mib", o.bucket_mib, "fusion bucket size")->check(CLI::PositiveNumber);
-  app.add_option("--first-bucket-mib", o.first_bucket_mib, "first (small) bucket size")->check(CLI::PositiveNumber);
-  app.add_option("--powersgd-warmup", o.powersgd_warmup, "updates with a plain all-reduce before PowerSGD starts");
-  app.add_option("--overlap", o.overlap, "start each bucket's all-reduce during backward");
-  app.add_option("--max-steps", o.max_steps, "stop after this many updates");
+  examples::number(app, "--epochs", o.epochs, 1, 10'000);
+  examples::number(app, "--batch", o.global_batch, 1, 60'000, "global batch, split over ranks");
+  examples::number(app, "--accumulate", o.accumulation, 1, 1024, "micro-batches per update");
+  examples::number(app, "--lr", o.lr, 0.0f, 100.0f, "base learning rate (cosine decay to 0)");
+  examples::number(app, "--momentum", o.momentum, 0.0f, 1.0f);
+  examples::number(app, "--seed", o.seed, std::uint64_t{0}, std::numeric_limits<std::uint64_t>::max());
+  examples::number(app, "--bucket-mib", o.bucket_mib, 0.001, 4096.0, "fusion bucket size");
+  examples::number(app, "--first-bucket-mib", o.first_bucket_mib, 0.001, 4096.0, "first (small) bucket size");
+  examples::number(app, "--powersgd-warmup", o.powersgd_warmup, 0, 1'000'000,
+                   "updates with a plain all-reduce before PowerSGD starts");
+  examples::boolean(app, "--overlap", o.overlap, "start each bucket's all-reduce during backward");
+  examples::number(app, "--max-steps", o.max_steps, 0L, 1'000'000'000L, "stop after this many updates");
   app.add_option("--save-params", o.save_params, "rank 0 writes the final parameters here (raw float32)");
-  app.add_option("--min-accuracy", o.min_accuracy, "exit non-zero below this test accuracy");
+  examples::number(app, "--min-accuracy", o.min_accuracy, 0.0, 1.0, "exit non-zero below this test accuracy");
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
                  "save checkpoints here; at start, resume from the newest usable one (any number of ranks may have saved it)");
-  app.add_option("--checkpoint-every", o.checkpoint_every, "updates between checkpoints (0: at the end of every epoch)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--keep-checkpoints", o.keep_checkpoints, "how many of the newest checkpoints to keep")->check(CLI::PositiveNumber);
-  app.add_option("--stop-after", o.stop_after, "stop after this many updates as if interrupted (the learning-rate "
-                 "schedule stays that of the whole run); resume with --checkpoint-dir")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--slow-down-ms", o.slow_down_ms, "sleep after every update (to test recovery from a killed rank)")
-      ->check(CLI::NonNegativeNumber);
+  examples::number(app, "--checkpoint-every", o.checkpoint_every, 0L, 1'000'000'000L,
+                   "updates between checkpoints (0: at the end of every epoch)");
+  examples::number(app, "--keep-checkpoints", o.keep_checkpoints, 1, 1000, "how many of the newest checkpoints to keep");
+  examples::number(app, "--stop-after", o.stop_after, 0L, 1'000'000'000L,
+                   "stop after this many updates as if interrupted (the learning-rate schedule stays that of the whole "
+                   "run); resume with --checkpoint-dir");
+  examples::number(app, "--slow-down-ms", o.slow_down_ms, 0, 60'000,
+                   "sleep after every update (to test recovery from a killed rank)");
   return examples::parse_and_run(ctx, app, argc, argv, "fashion_mnist", [&] {
     int status = 0;
     strata::visit_strategy<DenseNative, DenseRing, DenseFP16, DenseFP16Feedback, DenseBF16, DenseTopK, DensePowerSGD,

@@ -45,6 +45,13 @@ class checkpoint_error : public error {
   using error::error;
 };
 
+/// A checkpoint file cannot be written (a full disk, a read-only file system, no permission):
+/// nothing was committed, and a restart would fail at the same save.
+class checkpoint_write_error : public checkpoint_error {
+ public:
+  using checkpoint_error::checkpoint_error;
+};
+
 inline constexpr std::uint32_t format_version = 1;
 inline constexpr std::string_view file_magic = "STRATACK";
 

@@ -55,11 +55,20 @@ struct restored_checkpoint {
 namespace detail {
 
 /// Writes `bytes` to `path` atomically: a temporary file, fsync, rename, fsync of the folder.
+/// On failure the temporary file is removed, so a full disk is not filled further by every
+/// retry.
 inline void write_atomically(const std::filesystem::path& path, std::span<const std::byte> bytes) {
   const std::filesystem::path temporary = path.string() + fmt::format(".tmp.{}", ::getpid());
   auto fail = [&](std::string_view what) {
-    return checkpoint_error(fmt::format("cannot write checkpoint file {}: {} failed: {}", path.string(), what,
-                                        std::generic_category().message(errno)));
+    const int code = errno;
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    const bool full = code == ENOSPC || code == EDQUOT;
+    return checkpoint_write_error(fmt::format("cannot write checkpoint file {}: {} failed: {}{}", path.string(), what,
+                                              std::generic_category().message(code),
+                                              full ? " (the disk is full: free space or choose another checkpoint "
+                                                     "directory; nothing of this checkpoint was committed)"
+                                                   : ""));
   };
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw fail("open");
@@ -198,7 +207,8 @@ class store {
     // Everyone learns every rank's outcome and checksum at once.
     const std::vector<std::uint32_t> ok = detail::gather_u32(comm, failure.empty() ? 1u : 0u);
     const std::vector<std::uint32_t> crcs = detail::gather_u32(comm, crc);
-    throw_unless_all(ok, failure, fmt::format("saving checkpoint {}", folder.string()));
+    if (std::ranges::find(ok, 0u) != ok.end()) forget(folder, comm.rank(), comm.size());
+    throw_unless_all<checkpoint_write_error>(ok, failure, fmt::format("saving checkpoint {}", folder.string()));
     if (comm.rank() == 0) {
       try {
         commit(folder, step, id, comm.size(), crcs, meta);
@@ -209,7 +219,10 @@ class store {
     }
     std::uint32_t committed = failure.empty() ? 1u : 0u;
     comm.broadcast(std::as_writable_bytes(std::span<std::uint32_t>(&committed, 1)), 0);
-    if (!committed) throw checkpoint_error(comm.rank() == 0 ? failure : fmt::format("rank 0 could not commit {}", folder.string()));
+    if (!committed) {
+      forget(folder, comm.rank(), comm.size());
+      throw checkpoint_write_error(comm.rank() == 0 ? failure : fmt::format("rank 0 could not commit {}", folder.string()));
+    }
   }
 
   /// Collective: restores checkpoint `step` into `state` (any world size may have written
@@ -276,13 +289,22 @@ class store {
     return step;
   }
 
+  /// Removes what a failed save wrote into `folder`: this rank's file, and the folder once
+  /// empty (each rank removes its own file; the last to leave removes the folder).
+  static void forget(const std::filesystem::path& folder, int rank, int size) {
+    std::error_code ignored;
+    std::filesystem::remove(folder / rank_file(rank, size), ignored);
+    std::filesystem::remove(folder, ignored);  // only if empty
+  }
+
+  template <class Error = checkpoint_error>
   static void throw_unless_all(const std::vector<std::uint32_t>& ok, const std::string& local_failure, std::string_view doing) {
     std::vector<int> failed;
     for (std::size_t r = 0; r < ok.size(); ++r)
       if (!ok[r]) failed.push_back(static_cast<int>(r));
     if (failed.empty()) return;
-    if (!local_failure.empty()) throw checkpoint_error(local_failure);
-    throw checkpoint_error(fmt::format("{}: rank{} {} failed (see {} message)", doing, failed.size() > 1 ? "s" : "",
+    if (!local_failure.empty()) throw Error(local_failure);
+    throw Error(fmt::format("{}: rank{} {} failed (see {} message)", doing, failed.size() > 1 ? "s" : "",
                                        fmt::join(failed, ", "), failed.size() > 1 ? "their" : "its"));
   }
 
