@@ -16,6 +16,8 @@
 
 #include <zlib.h>
 
+#include <strata/error.hpp>
+
 namespace fashion_mnist {
 
 /// One split: images row-major, one 28x28 image after another.
@@ -36,8 +38,10 @@ inline constexpr float train_mean = 0.2860f;
 inline constexpr float train_std = 0.3530f;
 inline constexpr std::size_t num_classes = 10;
 
+/// A damaged or foreign dataset file is the user's to fix (--data): a usage error, which a
+/// launcher does not restart.
 [[noreturn]] inline void fail(const std::filesystem::path& file, const std::string& what) {
-  throw std::runtime_error("fashion_mnist: " + file.string() + ": " + what);
+  throw strata::usage_error("fashion_mnist: " + file.string() + ": " + what);
 }
 
 // A gzip stream that reports every short read as an error naming the file.
@@ -89,6 +93,20 @@ class gz_reader {
   std::unique_ptr<gzFile_s, closer> handle_;
 };
 
+// Reads `count` items of `item_bytes` each, growing the buffer as the data arrives: a header
+// that claims billions of items ends in a clear "file ends" error, not a huge allocation.
+inline std::vector<std::uint8_t> read_items(gz_reader& in, std::size_t count, std::size_t item_bytes, std::string_view what) {
+  constexpr std::size_t items_per_read = 4096;
+  std::vector<std::uint8_t> data;
+  for (std::size_t done = 0; done < count;) {
+    const std::size_t n = std::min(items_per_read, count - done);
+    data.resize((done + n) * item_bytes);
+    in.read(data.data() + done * item_bytes, n * item_bytes, what);
+    done += n;
+  }
+  return data;
+}
+
 // Checks the magic number and returns the item count that follows it.
 inline std::size_t read_header(gz_reader& in, std::uint32_t expected_magic) {
   const std::uint32_t magic = in.read_u32("header");
@@ -107,8 +125,7 @@ inline std::vector<float> read_images(const std::filesystem::path& file) {
   if (std::size_t{rows} * cols != dataset::pixels) {
     fail(file, "images are " + std::to_string(rows) + "x" + std::to_string(cols) + ", expected 28x28");
   }
-  std::vector<std::uint8_t> raw(count * dataset::pixels);
-  in.read(raw.data(), raw.size(), "pixel data");
+  const std::vector<std::uint8_t> raw = read_items(in, count, dataset::pixels, "pixel data");
 
   std::vector<float> images(raw.size());
   for (std::size_t i = 0; i < raw.size(); ++i) {
@@ -119,8 +136,8 @@ inline std::vector<float> read_images(const std::filesystem::path& file) {
 
 inline std::vector<std::uint8_t> read_labels(const std::filesystem::path& file) {
   gz_reader in(file);
-  std::vector<std::uint8_t> labels(read_header(in, 2049));
-  in.read(labels.data(), labels.size(), "labels");
+  const std::size_t count = read_header(in, 2049);
+  const std::vector<std::uint8_t> labels = read_items(in, count, 1, "labels");
   for (std::size_t i = 0; i < labels.size(); ++i) {
     if (labels[i] >= num_classes) {
       fail(file,
@@ -133,7 +150,7 @@ inline std::vector<std::uint8_t> read_labels(const std::filesystem::path& file) 
 }  // namespace detail
 
 /// Loads `split` ("train" or "t10k") from `dir`, e.g. /usr/share/datasets/fashion-mnist. Throws
-/// std::runtime_error naming the file when one is missing, truncated or not the IDX file expected.
+/// strata::usage_error naming the file when one is missing, truncated or not the IDX file expected.
 inline dataset load(const std::filesystem::path& dir, std::string_view split) {
   if (split != "train" && split != "t10k") {
     throw std::invalid_argument("fashion_mnist: unknown split \"" + std::string(split) +
@@ -145,7 +162,7 @@ inline dataset load(const std::filesystem::path& dir, std::string_view split) {
 
   dataset data{detail::read_images(image_file), detail::read_labels(label_file)};
   if (data.images.size() != data.size() * dataset::pixels) {
-    throw std::runtime_error("fashion_mnist: " + image_file.string() + " holds " +
+    throw strata::usage_error("fashion_mnist: " + image_file.string() + " holds " +
                              std::to_string(data.images.size() / dataset::pixels) + " images but " +
                              label_file.string() + " holds " + std::to_string(data.size()) + " labels");
   }
