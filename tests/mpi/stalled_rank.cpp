@@ -7,7 +7,9 @@
 //                size); rank 0 stops rank 2 (SIGSTOP) for 6 s while training on: the others
 //                must keep updating (ASP waits for nobody), and the job ends well;
 //   asp-server   rank 1 stops rank 0, which hosts the shard, under ASP: the others fail
-//                naming rank 0 as the server that did not answer.
+//                naming rank 0 as the server that did not answer;
+//   truncated    a receive shorter than its message fails (MPI_ERR_TRUNCATE): the rank
+//                reports it and the job ends without a crash at shutdown.
 // In the failing modes the job must end (mpirun exits non-zero) well before a stalled rank
 // would wake up.
 #include <csignal>
@@ -99,10 +101,29 @@ int asp(mpi::context& ctx, std::string_view mode) {
   return 0;
 }
 
+int truncated(mpi::context& ctx) {
+  std::vector<double> message(8, 1.0);
+  if (ctx.rank() == 0) {
+    auto sent = ctx.control().isend(std::span<const double>(message), 1, 7);
+    ctx.control().wait(sent);
+  } else if (ctx.rank() == 1) {
+    try {
+      auto received = ctx.control().irecv(std::span<double>(message).first(4), 0, 7);
+      ctx.control().wait(received);
+    } catch (const comm_error& e) {
+      std::fprintf(stderr, "rank 1: %s\n", e.what());
+      return 1;  // the context's destructor must end the job cleanly
+    }
+  }
+  ctx.control().barrier();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   mpi::context ctx(argc, argv);
   const std::string_view mode = argc > 1 ? argv[1] : "";
+  if (mode == "truncated") return truncated(ctx);
   return mode.starts_with("asp") ? asp(ctx, mode) : stop_in(ctx, mode);
 }

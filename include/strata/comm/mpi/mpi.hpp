@@ -5,7 +5,9 @@
 // thread (and, for the parameter server, server threads) may call MPI too, so the context
 // requests MPI_THREAD_MULTIPLE and refuses to run with less. Each purpose gets its own
 // duplicated communicator, so traffic of one kind can never match or block another's.
+#include <atomic>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <cstddef>
@@ -34,8 +36,16 @@
 namespace strata::mpi {
 
 /// Throws comm_error naming the call and MPI's own explanation when `code` is not success.
+/// Set once any MPI call failed: MPI's state is then undefined (requests may be left
+/// half-matched), and finalizing it can crash, so the context ends the job instead.
+inline std::atomic<bool>& failed_call() {
+  static std::atomic<bool> failed{false};
+  return failed;
+}
+
 inline void check(int code, std::string_view call, int rank = -1) {
   if (code == MPI_SUCCESS) return;
+  failed_call() = true;
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(code, text, &length);
@@ -213,7 +223,14 @@ class context {
   context(const context&) = delete;
   context& operator=(const context&) = delete;
 
+  /// Finalizes MPI, unless an MPI call failed: then the job is ended with MPI_Abort (exit
+  /// status 1) instead, since finalizing after a failed collective can crash.
   ~context() {
+    if (owns_mpi_ && failed_call()) {
+      std::fflush(stdout);
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     for (MPI_Comm& c : owned_) MPI_Comm_free(&c);
     if (owns_mpi_) MPI_Finalize();
   }
