@@ -128,6 +128,31 @@ TEST_CASE("malformed strings say what was expected and where", "[strategy]") {
   }
 }
 
+TEST_CASE("errors quote whole UTF-8 characters and a bounded excerpt of long input", "[strategy]") {
+  // A two-byte character where a policy name was expected: quoted whole, not its first byte.
+  try {
+    parse_strategy("\xC3\xA9t\xC3\xA9");
+    FAIL("accepted");
+  } catch (const strategy_parse_error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("found '\xC3\xA9'"));
+  }
+  // 100 kB of input is not echoed back; the excerpt ends on a character boundary.
+  std::string huge;
+  for (int i = 0; i < 50'000; ++i) huge += "\xC3\xA9";
+  try {
+    parse_strategy(huge);
+    FAIL("accepted");
+  } catch (const strategy_parse_error& e) {
+    const std::string message = e.what();
+    CHECK(message.size() < 400);
+    CHECK_THAT(message, Catch::Contains("... (100000 bytes)"));
+    CHECK(message.find("\xC3...") == std::string::npos);
+  }
+  CHECK(detail::excerpt("abc", 2) == "ab... (3 bytes)");
+  CHECK(detail::excerpt("\xC3\xA9\xC3\xA9", 3) == "\xC3\xA9... (4 bytes)");
+  CHECK(detail::excerpt("short") == "short");
+}
+
 TEST_CASE("visit_strategy picks the compiled candidate a string names", "[strategy]") {
   using Ring = Strategy<AllReduce<strata::Ring>>;
   using Native = Strategy<>;
