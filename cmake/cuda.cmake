@@ -53,9 +53,35 @@ function(strata_header_check target extension)
                                            $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
 endfunction()
 
+# --- Where NCCL and cuDNN live ---------------------------------------------------------
+# In this order: NCCL_ROOT / CUDNN_ROOT (CMake variables or environment), the nvidia/nccl and
+# nvidia/cudnn folders of Python's site-packages (PyPI's nvidia-nccl-cu13 and
+# nvidia-cudnn-cu13 wheels: the GPU machine has no other copy), then the toolkit's folders
+# and the system's. The wheels ship versioned libraries only (libnccl.so.2, libcudnn.so.9),
+# so those names are searched too.
+find_program(STRATA_PYTHON NAMES python3 python)
+set(strata_python_sites "")
+if(STRATA_PYTHON)
+  execute_process(COMMAND "${STRATA_PYTHON}" -c
+                          "import site; print(';'.join(site.getsitepackages() + [site.getusersitepackages()]))"
+                  OUTPUT_VARIABLE strata_python_sites OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+endif()
+# strata_gpu_library_roots(<out> <ROOT variable> <wheel folder>): the folders to search first.
+function(strata_gpu_library_roots out root wheel)
+  set(roots ${${root}} $ENV{${root}})
+  foreach(site IN LISTS strata_python_sites)
+    list(APPEND roots "${site}/nvidia/${wheel}")
+  endforeach()
+  set(${out} ${roots} PARENT_SCOPE)
+endfunction()
+strata_gpu_library_roots(strata_nccl_roots NCCL_ROOT nccl)
+strata_gpu_library_roots(strata_cudnn_roots CUDNN_ROOT cudnn)
+
 # --- NCCL (optional: the nccl backend, include/strata/comm/nccl) ------------------------
-find_path(STRATA_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES x86_64-linux-gnu)
-find_library(STRATA_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES x86_64-linux-gnu)
+find_path(STRATA_NCCL_INCLUDE_DIR nccl.h HINTS ${strata_nccl_roots} ${CUDAToolkit_INCLUDE_DIRS}
+          PATH_SUFFIXES include x86_64-linux-gnu)
+find_library(STRATA_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${strata_nccl_roots} ${CUDAToolkit_LIBRARY_DIR}
+             PATH_SUFFIXES lib lib64 x86_64-linux-gnu)
 set(strata_nvcc_checked_headers ${strata_cuda_headers})
 if(STRATA_NCCL_INCLUDE_DIR AND STRATA_NCCL_LIBRARY)
   # nccl.hpp needs only CUDA and NCCL; mpi_bootstrap.hpp adds MPI and fmt (strata::strata),
@@ -73,6 +99,9 @@ if(STRATA_NCCL_INCLUDE_DIR AND STRATA_NCCL_LIBRARY)
                  "${PROJECT_SOURCE_DIR}/include/strata/exec/nccl_executor.cuh")
   list(APPEND strata_nvcc_checked_headers "${PROJECT_SOURCE_DIR}/include/strata/comm/nccl/nccl.hpp"
                                           "${PROJECT_SOURCE_DIR}/include/strata/exec/nccl_executor.cuh")
+elseif(STRATA_REQUIRE_GPU_PARTS)
+  message(FATAL_ERROR "strata: NCCL not found (nccl.h: ${STRATA_NCCL_INCLUDE_DIR}, libnccl: ${STRATA_NCCL_LIBRARY}); "
+                      "install the nvidia-nccl-cu13 wheel or set NCCL_ROOT")
 else()
   message(STATUS "strata: NCCL not found (nccl.h: ${STRATA_NCCL_INCLUDE_DIR}, libnccl: ${STRATA_NCCL_LIBRARY}); "
                  "the nccl backend and its tests are skipped")
@@ -84,6 +113,9 @@ if(TARGET strata_nccl)
   target_link_libraries(strata_cuda_headers_self_contained PRIVATE strata::nccl)
 endif()
 
-find_path(STRATA_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES x86_64-linux-gnu)
+find_path(STRATA_CUDNN_INCLUDE_DIR cudnn.h HINTS ${strata_cudnn_roots} ${CUDAToolkit_INCLUDE_DIRS}
+          PATH_SUFFIXES include x86_64-linux-gnu)
+find_library(STRATA_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${strata_cudnn_roots} ${CUDAToolkit_LIBRARY_DIR}
+             PATH_SUFFIXES lib lib64 x86_64-linux-gnu)
 message(STATUS "strata: CUDA ${CUDAToolkit_VERSION} (${CMAKE_CUDA_COMPILER}) for architectures ${CMAKE_CUDA_ARCHITECTURES}; "
-               "NCCL: ${STRATA_NCCL_INCLUDE_DIR} ${STRATA_NCCL_LIBRARY}; cuDNN headers: ${STRATA_CUDNN_INCLUDE_DIR}")
+               "NCCL: ${STRATA_NCCL_INCLUDE_DIR} ${STRATA_NCCL_LIBRARY}; cuDNN: ${STRATA_CUDNN_INCLUDE_DIR} ${STRATA_CUDNN_LIBRARY}")

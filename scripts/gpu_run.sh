@@ -1,111 +1,109 @@
 #!/usr/bin/env bash
-# Builds and runs strata's GPU tests and the gpu_kernels benchmark on a machine with a GPU,
-# leaving the logs in a folder:
+# Builds and runs strata's GPU work on a machine with a GPU, one phase per call, so that each
+# fits a command of at most 10 minutes; every phase writes its log into LOG_DIR:
 #
-#   scripts/gpu_run.sh [LOG_DIR]          LOG_DIR defaults to ./gpu-logs
+#   scripts/gpu_run.sh PHASE [LOG_DIR]          LOG_DIR defaults to ./gpu-logs
 #
-# Needs only CMake >= 3.25, a C++20 host compiler that nvcc accepts, and the CUDA toolkit
-# (nvcc, cudart, cuBLAS, CUB). It configures with -DSTRATA_GPU_ONLY=ON: the kernel layer,
-# its tests and the benchmark include nothing but the standard library, CUDA and strata's
-# own headers, so MPI, Boost, fmt and Catch2 need not be installed, and nothing has to be
-# bundled or fetched on a machine without a package registry. Where NCCL is installed
-# (nccl.h and libnccl next to the toolkit), the nccl backend's one-rank tests (gpu.nccl,
-# gpu.nccl_executor) are built and run with the kernel tests, and the nccl_step benchmark
-# after gpu_kernels; none of them needs MPI. Where cuDNN, CLI11 and zlib are found too, the
-# CNN example (examples/fashion_mnist_cnn) trains for 15 epochs on one GPU and must reach
-# 91.6% test accuracy (Fashion-MNIST's own table for 2 conv + pooling; 93% is the hope),
-# once replicated and once with its fully connected layers on the parameter server (--ps).
+#   build      configure (-DSTRATA_GPU_ONLY=ON -DSTRATA_REQUIRE_GPU_PARTS=ON) and build: the
+#              kernel layer, the GPU tests, gpu_kernels, nccl_step and the CNN example
+#   test       ctest -L gpu: every GPU test; a skip fails (here it means the GPU or its driver
+#              is not usable)
+#   kernels    the gpu_kernels benchmark
+#   nccl_step  the nccl_step benchmark
+#   cnn        the CNN example for 15 epochs (target 91.6% test accuracy), replicated
+#   cnn_ps     the same with its fully connected layers on the parameter server
+#   full       where MPI, Boost, fmt and Catch2 are installed: a second build for the GPU tests
+#              that need them (gpu.staged_executor, gpu.nccl_mpi.np2)
+#
+# The build needs CMake >= 3.25, nvcc (CUDA 13) and a C++20 host compiler, nothing else
+# installed: NCCL and cuDNN are found in Python's site-packages (the nvidia-nccl-cu13 and
+# nvidia-cudnn-cu13 wheels) or under NCCL_ROOT / CUDNN_ROOT; CLI11's and zlib's headers and
+# the Fashion-MNIST files come from .deps/ (scripts/gpu_deps.sh makes it; it travels with the
+# working tree). A part that should build and does not is a failure, not a skip.
+# docs/gpu.md has the commands for the GPU machine.
 #
 # Environment: STRATA_CUDA_ARCHITECTURES (default 90: H100/H200), BUILD_DIR (default
 # build-gpu-run), JOBS (default: all cores).
-#
-# Where MPI, Boost, fmt, zlib and Catch2 are installed, a second, full build also runs the
-# GPU tests that need them: gpu.staged_executor (the host executor over device variables
-# through pinned memory) and gpu.nccl_mpi.np2 (two ranks; needs two GPUs, else it checks
-# the refusal).
-#
-# Logs: nvidia-smi.log, configure.log, build.log, ctest.log, configure-full.log,
-# build-full.log, ctest-full.log, gpu_kernels.log, nccl_step.log
-# (where NCCL was found), fashion_mnist_cnn_{replicated,ps}.log (where the example was built), and
-# summary.txt with the benchmarks' and the example's "summary:" lines. Exits non-zero when
-# the build or a GPU test fails, when the CNN stays below its target, or when the tests
-# were skipped: on this machine a skip means the GPU or its driver was not usable (see
-# ctest.log).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-logs="$(realpath -m "${1:-gpu-logs}")"
+phase=${1:?"usage: scripts/gpu_run.sh build|test|kernels|nccl_step|cnn|cnn_ps|full [LOG_DIR]"}
+logs="$(realpath -m "${2:-gpu-logs}")"
 build="${BUILD_DIR:-build-gpu-run}"
+deps="$PWD/.deps"
 mkdir -p "$logs"
+touch "$logs/summary.txt"
 
-for tool in cmake nvcc; do
-  command -v "$tool" >/dev/null || { echo "gpu_run.sh: $tool is not on PATH (CUDA: add /usr/local/cuda/bin)" >&2; exit 1; }
-done
-nvidia-smi >"$logs/nvidia-smi.log" 2>&1 || echo "gpu_run.sh: nvidia-smi failed; see $logs/nvidia-smi.log" >&2
+fail() { echo "gpu_run.sh ($phase): $*" >&2; exit 1; }
+# run_logged <log> <command...>: runs it, its output in the log; on failure, the log's tail.
+run_logged() {
+  local log=$1
+  shift
+  "$@" >"$log" 2>&1 || { tail -40 "$log"; fail "failed; see $log"; }
+}
+# summary <log>: the log's summary: line into summary.txt (replacing this phase's earlier one).
+summary() {
+  local line
+  line=$(grep "^summary:" "$1" | tail -1) || fail "no summary: line in $1"
+  grep -v "^$phase: " "$logs/summary.txt" >"$logs/summary.txt.new" || true
+  echo "$phase: $line" >>"$logs/summary.txt.new"
+  mv "$logs/summary.txt.new" "$logs/summary.txt"
+  echo "$line"
+}
+built() { [[ -f "$build/CMakeCache.txt" ]] || fail "run the build phase first"; }
 
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
-echo "configuring ($build) ..."
-cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSTRATA_GPU_ONLY=ON \
-  -DSTRATA_CUDA_ARCHITECTURES="${STRATA_CUDA_ARCHITECTURES:-90}" >"$logs/configure.log" 2>&1 ||
-  { tail -30 "$logs/configure.log"; exit 1; }
-echo "building ..."
-cmake --build "$build" -j "${JOBS:-$(nproc)}" >"$logs/build.log" 2>&1 || { tail -30 "$logs/build.log"; exit 1; }
-
-echo "testing ..."
-status=0
-ctest --test-dir "$build" -L gpu --output-on-failure >"$logs/ctest.log" 2>&1 || status=1
-tail -15 "$logs/ctest.log"
-if grep -q "Skipped" "$logs/ctest.log"; then
-  echo "gpu_run.sh: GPU tests were skipped: no usable GPU or driver here" >&2
-  exit 1
-fi
-
-# The GPU tests that need the host executor (gpu.staged_executor: MPI's headers, Boost.Hana,
-# fmt, zlib, Catch2) or an MPI launcher (gpu.nccl_mpi.np2, where NCCL was found) come from
-# the full build, where those are installed; elsewhere they are reported as not run.
-full="${build}-full"
-echo "configuring the full build ($full) for the staged executor's and MPI's GPU tests ..."
-if cmake -S . -B "$full" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSTRATA_BUILD_EXAMPLES=OFF \
-     -DSTRATA_BUILD_BENCHMARKS=OFF -DSTRATA_CUDA_ARCHITECTURES="${STRATA_CUDA_ARCHITECTURES:-90}" \
-     >"$logs/configure-full.log" 2>&1; then
-  : >"$logs/build-full.log"
-  tests=()
-  for program in staged_executor nccl_mpi; do
-    cmake --build "$full" --target help 2>/dev/null | grep -q "${program}_tests" || continue
-    if cmake --build "$full" -j "${JOBS:-$(nproc)}" --target "${program}_tests" >>"$logs/build-full.log" 2>&1; then
-      tests+=("$program")
-    else
-      tail -30 "$logs/build-full.log"
+case $phase in
+  build)
+    for tool in cmake nvcc; do
+      command -v "$tool" >/dev/null || fail "$tool is not on PATH (CUDA: add /usr/local/cuda/bin)"
+    done
+    nvidia-smi >"$logs/nvidia-smi.log" 2>&1 || echo "gpu_run.sh: nvidia-smi failed; see $logs/nvidia-smi.log" >&2
+    generator=()
+    command -v ninja >/dev/null && generator=(-G Ninja)
+    echo "configuring ($build) ..."
+    run_logged "$logs/configure.log" cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+      -DSTRATA_GPU_ONLY=ON -DSTRATA_REQUIRE_GPU_PARTS=ON -DSTRATA_DEPS_DIR="$deps" \
+      -DSTRATA_CUDA_ARCHITECTURES="${STRATA_CUDA_ARCHITECTURES:-90}"
+    grep "strata:" "$logs/configure.log" || true
+    echo "building ..."
+    run_logged "$logs/build.log" cmake --build "$build" -j "${JOBS:-$(nproc)}"
+    echo "built" ;;
+  test)
+    built
+    status=0
+    ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300 >"$logs/ctest.log" 2>&1 || status=1
+    tail -15 "$logs/ctest.log"
+    ! grep -q "Skipped" "$logs/ctest.log" || fail "GPU tests were skipped: no usable GPU or driver here (ctest.log)"
+    exit "$status" ;;
+  kernels | nccl_step)
+    built
+    program="$build/benchmarks/${phase/kernels/gpu_kernels}"
+    [[ -x $program ]] || fail "$program was not built"
+    "$program" 2>&1 | tee "$logs/$phase.log"
+    summary "$logs/$phase.log" ;;
+  cnn | cnn_ps)
+    built
+    cnn="$build/examples/fashion_mnist_cnn/fashion_mnist_cnn"
+    [[ -x $cnn ]] || fail "$cnn was not built"
+    flags=(--epochs 15 --min-accuracy 0.916)
+    [[ -d $deps/fashion-mnist ]] && flags+=(--data-dir "$deps/fashion-mnist")
+    [[ $phase == cnn_ps ]] && flags+=(--ps)
+    status=0
+    "$cnn" "${flags[@]}" 2>&1 | tee "$logs/$phase.log" || status=1
+    summary "$logs/$phase.log"
+    exit "$status" ;;
+  full)
+    # The GPU tests that need the host executor (MPI's headers, Boost.Hana, fmt, zlib, Catch2)
+    # or an MPI launcher come from a second build, where those are installed.
+    full="${build}-full"
+    generator=()
+    command -v ninja >/dev/null && generator=(-G Ninja)
+    run_logged "$logs/configure-full.log" cmake -S . -B "$full" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+      -DSTRATA_BUILD_EXAMPLES=OFF -DSTRATA_BUILD_BENCHMARKS=OFF -DSTRATA_CUDA_ARCHITECTURES="${STRATA_CUDA_ARCHITECTURES:-90}"
+    run_logged "$logs/build-full.log" cmake --build "$full" -j "${JOBS:-$(nproc)}" --target staged_executor_tests nccl_mpi_tests
+    status=0
+    ctest --test-dir "$full" -L gpu -R "gpu\.(staged_executor|nccl_mpi)" --output-on-failure >"$logs/ctest-full.log" 2>&1 ||
       status=1
-    fi
-  done
-  if ((${#tests[@]} > 0)); then
-    pattern="$(IFS='|'; echo "${tests[*]}")"
-    ctest --test-dir "$full" -L gpu -R "gpu\.($pattern)" --output-on-failure >"$logs/ctest-full.log" 2>&1 || status=1
-    tail -6 "$logs/ctest-full.log"
-  fi
-else
-  echo "gpu_run.sh: no full build here (it needs MPI, Boost, fmt, zlib and Catch2; see configure-full.log):" \
-       "gpu.staged_executor and gpu.nccl_mpi.np2 not run" | tee "$logs/ctest-full.log" >&2
-fi
-
-echo "benchmarking ..."
-: >"$logs/summary.txt"
-for benchmark in gpu_kernels nccl_step; do
-  [[ -x "$build/benchmarks/$benchmark" ]] || continue
-  "$build/benchmarks/$benchmark" 2>&1 | tee "$logs/$benchmark.log" || status=1
-  grep "^summary:" "$logs/$benchmark.log" >>"$logs/summary.txt" || status=1
-done
-
-cnn="$build/examples/fashion_mnist_cnn/fashion_mnist_cnn"
-if [[ -x "$cnn" ]]; then
-  for variant in replicated ps; do
-    flags=()
-    [[ $variant == ps ]] && flags=(--ps)
-    echo "training the CNN example ($variant fully connected layers) ..."
-    "$cnn" --epochs 15 --min-accuracy 0.916 "${flags[@]}" 2>&1 | tee "$logs/fashion_mnist_cnn_$variant.log" || status=1
-    grep "^summary:" "$logs/fashion_mnist_cnn_$variant.log" >>"$logs/summary.txt" || status=1
-  done
-fi
-echo "logs in $logs"
-exit "$status"
+    tail -8 "$logs/ctest-full.log"
+    exit "$status" ;;
+  *) fail "unknown phase; phases: build test kernels nccl_step cnn cnn_ps full" ;;
+esac

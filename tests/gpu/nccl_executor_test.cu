@@ -127,6 +127,13 @@ void matches_host(const O& opt, const std::string& what, declared how = declared
     if (step == 1) {
       exec.step();
     } else {
+      // The gradients were copied on the null stream (a pageable cudaMemcpy may return before
+      // its DMA lands), which a non-blocking stream does not wait for by itself.
+      cudaEvent_t written = nullptr;
+      STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&written, cudaEventDisableTiming));
+      STRATA_CUDA_CHECK(cudaEventRecord(written, nullptr));
+      STRATA_CUDA_CHECK(cudaStreamWaitEvent(stream, written, 0));
+      STRATA_CUDA_CHECK(cudaEventDestroy(written));
       for (const char* name : {"c", "bf", "b", "h", "a"}) exec.grad_ready(name, stream);
       exec.step(stream);
     }

@@ -1,7 +1,7 @@
 // The nccl backend on one rank, without MPI or a launcher: collectives on known vectors of
 // every element type, point to point to itself, split, and the error paths (a bad
-// argument is reported with its call and rank; a receive nobody answers times out and
-// aborts the communicator). Exits with STRATA_GPU_SKIP_CODE when there is no GPU.
+// argument is reported with its call and rank; a communicator whose other rank never joins
+// times out at the deadline, as a receive nobody answers does). Exits with STRATA_GPU_SKIP_CODE when there is no GPU.
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -109,6 +109,18 @@ void errors(communicator& comm) {
 }
 
 void deadline(int device) {
+  // A communicator of two ranks that only this one joins: its initialization can never
+  // finish, so the wait for it must reach the deadline (the timeout path itself, which a
+  // receive from itself does not: NCCL may refuse that outright).
+  ncclUniqueId id;
+  expect(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
+  const auto start = std::chrono::steady_clock::now();
+  expect_throws<strata::timeout_error>(
+      [&] { communicator lonely(id, 2, 0, device, 0, {.timeout = std::chrono::seconds(2)}); },
+      {"rank 0", "nccl::options::timeout"}, "a communicator whose other rank never joins");
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  expect(waited >= 1.9 && waited < 30.0, "the wait for the missing rank lasted the deadline, " + std::to_string(waited) + " s");
+
   // A receive that no send answers: the wait gives up at the deadline and aborts.
   communicator comm = communicator::single_process(device, {.timeout = std::chrono::seconds(2)});
   auto data = on_device(comm, std::vector<float>(4, 0.0f));

@@ -9,14 +9,32 @@
 
 namespace strata::cuda {
 
+/// Whether `status` of cudaGetDeviceCount means "this machine has no GPU": no device, or no
+/// driver at all (a build machine: the runtime then reports an insufficient driver, and the
+/// driver's version is 0). A driver that is installed but too old for the runtime is not
+/// "no GPU": it is an error to fix, and GPU tests must fail on it, not skip.
+inline bool means_no_gpu(cudaError_t status, int driver_version) {
+  return status == cudaErrorNoDevice || status == cudaErrorStubLibrary ||
+         (status == cudaErrorInsufficientDriver && driver_version == 0);
+}
+
 /// The CUDA devices this process can use. No device, or no driver (a build machine), is
-/// zero rather than an error; any other failure throws cuda_error.
+/// zero rather than an error; any other failure, an outdated driver included, throws
+/// cuda_error.
 inline int device_count() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status == cudaErrorNoDevice || status == cudaErrorInsufficientDriver || status == cudaErrorStubLibrary) {
-    static_cast<void>(cudaGetLastError());  // the answer is taken; do not leave it to the next call
-    return 0;
+  if (status == cudaSuccess) return count;
+  static_cast<void>(cudaGetLastError());  // the answer is taken; do not leave it to the next call
+  int driver = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  if (means_no_gpu(status, driver)) return 0;
+  if (status == cudaErrorInsufficientDriver) {
+    int runtime = 0;
+    static_cast<void>(cudaRuntimeGetVersion(&runtime));
+    throw cuda_error("the CUDA driver supports CUDA " + std::to_string(driver / 1000) + "." +
+                     std::to_string(driver % 1000 / 10) + ", older than the CUDA " + std::to_string(runtime / 1000) + "." +
+                     std::to_string(runtime % 1000 / 10) + " runtime strata was built with; update the driver");
   }
   STRATA_CUDA_CHECK(status);
   return count;

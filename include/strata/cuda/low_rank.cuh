@@ -57,6 +57,9 @@ struct block_columns {
   }
 };
 
+// A template (of no parameter that matters): a kernel defined in a header must have one
+// definition across the translation units that include it, as inline functions do.
+template <int = 0>
 __global__ void orthogonalize_kernel(float* p, std::size_t rows, std::size_t r, float epsilon) {
   block_columns columns{p, rows, r};
   sync::low_rank::gram_schmidt(columns, r, epsilon);
@@ -119,7 +122,7 @@ inline void reconstruct(cublasHandle_t blas, std::span<const float> p, std::span
 inline void orthogonalize(std::span<float> p, std::size_t rows, std::size_t r, cudaStream_t stream, float epsilon = 1e-8f) {
   kernels::detail::require_size("cuda::low_rank::orthogonalize", "P", p.size(), rows * r);
   if (p.empty()) return;
-  cuda::detail::launch("orthogonalize_kernel", detail::orthogonalize_kernel, 1, cuda::detail::block_threads, stream, p.data(),
+  cuda::detail::launch("orthogonalize_kernel", detail::orthogonalize_kernel<>, 1, cuda::detail::block_threads, stream, p.data(),
                        rows, r, epsilon);
 }
 

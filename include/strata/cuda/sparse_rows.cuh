@@ -28,16 +28,21 @@ namespace strata::cuda {
 
 namespace detail {
 
+// A template (of no parameter that matters): a kernel defined in a header must have one
+// definition across the translation units that include it, as inline functions do.
+template <int = 0>
 __global__ void gather_kernel(const float* table, const std::uint32_t* indices, float* out, std::size_t cols, std::size_t n) {
   for_each_fragment<1>(n, [=](std::size_t i, auto) { kernels::gather_element(table, indices, out, cols, i); });
 }
 
+template <int = 0>
 __global__ void positions_kernel(std::uint32_t* positions, std::size_t n) {
   for_each_fragment<1>(n, [=](std::size_t i, auto) { positions[i] = static_cast<std::uint32_t>(i); });
 }
 
 /// One thread per (run, column); `runs` (on the device) says how many of the `capacity`
 /// run slots are used.
+template <int = 0>
 __global__ void add_runs_kernel(float* table, const float* rows, const std::uint32_t* order, const std::uint32_t* run_index,
                                 const std::uint32_t* run_start, const std::uint32_t* run_length, const int* runs,
                                 std::size_t cols, std::size_t capacity) {
@@ -57,7 +62,7 @@ inline void gather_rows(std::span<const float> table, std::size_t cols, std::spa
                         std::span<float> out, cudaStream_t stream) {
   kernels::detail::rows_of("cuda::gather_rows", table.size(), cols);
   kernels::detail::require_size("cuda::gather_rows", "out", out.size(), indices.size() * cols);
-  detail::launch_elementwise<1>("gather_kernel", detail::gather_kernel, out.size(), stream, table.data(), indices.data(),
+  detail::launch_elementwise<1>("gather_kernel", detail::gather_kernel<>, out.size(), stream, table.data(), indices.data(),
                                 out.data(), cols, out.size());
 }
 
@@ -78,7 +83,7 @@ inline void scatter_add_rows(std::span<float> table, std::size_t cols, std::span
   device_buffer<std::uint32_t> positions(n, stream), sorted(n, stream), order(n, stream);
   device_buffer<std::uint32_t> run_index(n, stream), run_length(n, stream), run_start(n, stream);
   device_buffer<int> runs(1, stream);
-  detail::launch_elementwise<1>("positions_kernel", detail::positions_kernel, n, stream, positions.data(), n);
+  detail::launch_elementwise<1>("positions_kernel", detail::positions_kernel<>, n, stream, positions.data(), n);
 
   detail::with_cub_scratch(stream, [&](void* scratch, std::size_t capacity) {
     std::size_t sort = capacity, encode = capacity, scan = capacity;
@@ -89,7 +94,7 @@ inline void scatter_add_rows(std::span<float> table, std::size_t cols, std::span
     STRATA_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scratch, scan, run_length.data(), run_start.data(), count, stream));
     return std::max({sort, encode, scan});
   });
-  detail::launch_elementwise<1>("add_runs_kernel", detail::add_runs_kernel, n * cols, stream, table.data(), rows.data(),
+  detail::launch_elementwise<1>("add_runs_kernel", detail::add_runs_kernel<>, n * cols, stream, table.data(), rows.data(),
                                 order.data(), run_index.data(), run_start.data(), run_length.data(), runs.data(), cols, n);
 }
 

@@ -20,10 +20,14 @@ namespace strata::cuda {
 
 namespace detail {
 
+// A template (of no parameter that matters): a kernel defined in a header must have one
+// definition across the translation units that include it, as inline functions do.
+template <int = 0>
 __global__ void top_k_keys_kernel(const float* values, std::uint64_t* keys, std::size_t n) {
   for_each_fragment<1>(n, [=](std::size_t i, auto) { keys[i] = kernels::top_k_key(values[i], static_cast<std::uint32_t>(i)); });
 }
 
+template <int = 0>
 __global__ void top_k_indices_kernel(const std::uint64_t* keys, std::uint32_t* indices, std::size_t k) {
   for_each_fragment<1>(k, [=](std::size_t i, auto) { indices[i] = kernels::top_k_index(keys[i]); });
 }
@@ -36,12 +40,12 @@ inline void top_k(std::span<const float> values, std::span<std::uint32_t> indice
   const std::size_t n = values.size(), k = indices.size();
   if (k == 0) return;
   device_buffer<std::uint64_t> keys(n, stream), sorted(n, stream);
-  detail::launch_elementwise<1>("top_k_keys_kernel", detail::top_k_keys_kernel, n, stream, values.data(), keys.data(), n);
+  detail::launch_elementwise<1>("top_k_keys_kernel", detail::top_k_keys_kernel<>, n, stream, values.data(), keys.data(), n);
   detail::with_cub_scratch(stream, [&](void* scratch, std::size_t capacity) {
     STRATA_CUDA_CHECK(cub::DeviceRadixSort::SortKeysDescending(scratch, capacity, keys.data(), sorted.data(), n, 0, 64, stream));
     return capacity;
   });
-  detail::launch_elementwise<1>("top_k_indices_kernel", detail::top_k_indices_kernel, k, stream, sorted.data(),
+  detail::launch_elementwise<1>("top_k_indices_kernel", detail::top_k_indices_kernel<>, k, stream, sorted.data(),
                                 indices.data(), k);
 }
 

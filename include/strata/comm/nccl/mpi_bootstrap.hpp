@@ -94,9 +94,14 @@ class context {
 
  private:
   // Delegated to, so that the device is chosen (a collective) before the id is shared.
+  // The rank's GPU is made current on the constructing thread and stays so: the buffers the
+  // user allocates next (cudaMalloc, cuDNN, cuBLAS) must live on it, not on device 0, on
+  // machines with several GPUs.
   context(mpi::context& host, int device, const options& opts)
       : host_(host), collectives_(detail::shared_id(host.control()), host.size(), host.rank(), device,
-                                  host.control().node_color(), opts) {}
+                                  host.control().node_color(), opts) {
+    detail::check_cuda(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")", host.rank());
+  }
 
   mpi::context& host_;
   communicator collectives_;
