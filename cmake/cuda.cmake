@@ -80,7 +80,7 @@ strata_gpu_library_roots(strata_cudnn_roots CUDNN_ROOT cudnn)
 # --- NCCL (optional: the nccl backend, include/strata/comm/nccl) ------------------------
 find_path(STRATA_NCCL_INCLUDE_DIR nccl.h HINTS ${strata_nccl_roots} ${CUDAToolkit_INCLUDE_DIRS}
           PATH_SUFFIXES include x86_64-linux-gnu)
-find_library(STRATA_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${strata_nccl_roots} ${CUDAToolkit_LIBRARY_DIR}
+find_library(STRATA_NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR HINTS ${strata_nccl_roots} ${CUDAToolkit_LIBRARY_DIR}
              PATH_SUFFIXES lib lib64 x86_64-linux-gnu)
 set(strata_nvcc_checked_headers ${strata_cuda_headers})
 if(STRATA_NCCL_INCLUDE_DIR AND STRATA_NCCL_LIBRARY)
@@ -115,7 +115,7 @@ endif()
 
 find_path(STRATA_CUDNN_INCLUDE_DIR cudnn.h HINTS ${strata_cudnn_roots} ${CUDAToolkit_INCLUDE_DIRS}
           PATH_SUFFIXES include x86_64-linux-gnu)
-find_library(STRATA_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${strata_cudnn_roots} ${CUDAToolkit_LIBRARY_DIR}
+find_library(STRATA_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 NAMES_PER_DIR HINTS ${strata_cudnn_roots} ${CUDAToolkit_LIBRARY_DIR}
              PATH_SUFFIXES lib lib64 x86_64-linux-gnu)
 message(STATUS "strata: CUDA ${CUDAToolkit_VERSION} (${CMAKE_CUDA_COMPILER}) for architectures ${CMAKE_CUDA_ARCHITECTURES}; "
                "NCCL: ${STRATA_NCCL_INCLUDE_DIR} ${STRATA_NCCL_LIBRARY}; cuDNN: ${STRATA_CUDNN_INCLUDE_DIR} ${STRATA_CUDNN_LIBRARY}")

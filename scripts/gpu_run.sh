@@ -23,7 +23,7 @@
 # docs/gpu.md has the commands for the GPU machine.
 #
 # Environment: STRATA_CUDA_ARCHITECTURES (default 90: H100/H200), BUILD_DIR (default
-# build-gpu-run), JOBS (default: all cores).
+# build-gpu-run), JOBS (default: all cores), STRATA_CMAKE_ARGS (more configure arguments).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 phase=${1:?"usage: scripts/gpu_run.sh build|test|kernels|nccl_step|cnn|cnn_ps|full [LOG_DIR]"}
@@ -62,7 +62,7 @@ case $phase in
     echo "configuring ($build) ..."
     run_logged "$logs/configure.log" cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
       -DSTRATA_GPU_ONLY=ON -DSTRATA_REQUIRE_GPU_PARTS=ON -DSTRATA_DEPS_DIR="$deps" \
-      -DSTRATA_CUDA_ARCHITECTURES="${STRATA_CUDA_ARCHITECTURES:-90}"
+      -DSTRATA_CUDA_ARCHITECTURES="${STRATA_CUDA_ARCHITECTURES:-90}" ${STRATA_CMAKE_ARGS:-}
     grep "strata:" "$logs/configure.log" || true
     echo "building ..."
     run_logged "$logs/build.log" cmake --build "$build" -j "${JOBS:-$(nproc)}"
