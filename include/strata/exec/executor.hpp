@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
@@ -82,13 +83,14 @@ struct executor_options {
 
 namespace detail {
 
-/// Throws usage_error unless every hyper-parameter of `optimizer` lies in its range; `when`
-/// says at which point (start-up, an update) it was found.
+/// Throws usage_error unless every hyper-parameter of `optimizer` lies in its range, found
+/// at start-up (`update` 0) or before update `update`.
 template <class O>
-void check_hyper_parameters(const O& optimizer, std::string_view when) {
+void check_hyper_parameters(const O& optimizer, std::int64_t update) {
   for (const optim::hyper_parameter& h : hyper_parameters_of(optimizer))
     if (!h.allowed())
-      throw usage_error(fmt::format("the optimizer's {} is {} {}; it must be a number in {}", h.name, h.value, when, h.range()));
+      throw usage_error(fmt::format("the optimizer's {} is {} {}; it must be a number in {}", h.name, h.value,
+                                    update == 0 ? std::string("at start-up") : fmt::format("at update {}", update), h.range()));
 }
 
 /// Throws usage_error for options no executor can run with.
@@ -163,10 +165,10 @@ class executor<Context, model<Strategies...>, O> {
   /// declared the same model (signature_error otherwise), then makes every replica start
   /// from rank 0's parameters; both within the deadline.
   executor(Context& context, model_type& m, O optimizer, executor_options options = {})
-      : context_(&context), model_(&m), optimizer_(std::move(optimizer)), options_(options),
+      : context_(&context), model_(&m), optimizer_(std::move(optimizer)), checked_optimizer_(optimizer_), options_(options),
         thread_(std::make_unique<sync::comm_thread>()), ready_(m.variables().size(), false) {
     detail::check_options(options_);
-    detail::check_hyper_parameters(optimizer_, "at start-up");
+    detail::check_hyper_parameters(optimizer_, 0);
     within_deadline("start-up (the model-signature check and the parameter broadcast)", [&] {
       // The handshake runs before any synchronizer talks to other ranks.
       std::vector<std::string> signature =
@@ -239,7 +241,7 @@ class executor<Context, model<Strategies...>, O> {
                                         *nonfinite));
       stats.skipped = true;
     } else if (m.last) {
-      detail::check_hyper_parameters(optimizer_, fmt::format("at update {}", updates_ + 1));  // a schedule may have set it
+      check_changed_hyper_parameters();
       ++updates_;
       std::apply([&](auto&... s) { (s.update(optimizer_, updates_), ...); }, *synchronizers_);
       stats.updated = true;
@@ -376,6 +378,16 @@ class executor<Context, model<Strategies...>, O> {
         if constexpr (requires { s.refresh(deadline); }) s.refresh(deadline);
       });
     });
+  }
+
+  /// Checks the optimizer's hyper-parameters again if they changed since the last check (a
+  /// schedule sets them between steps); unchanged ones cost a comparison of bytes.
+  void check_changed_hyper_parameters() {
+    if constexpr (std::is_trivially_copyable_v<O>)
+      if (std::memcmp(static_cast<const void*>(&optimizer_), static_cast<const void*>(&checked_optimizer_), sizeof(O)) == 0)
+        return;
+    detail::check_hyper_parameters(optimizer_, updates_ + 1);
+    checked_optimizer_ = optimizer_;
   }
 
   /// The name of the first tensor of `set` holding a NaN or an infinity, or "".
@@ -516,6 +528,7 @@ class executor<Context, model<Strategies...>, O> {
   Context* context_;
   model_type* model_;
   O optimizer_;
+  O checked_optimizer_;  // as last found in range
   executor_options options_;
   std::unique_ptr<sync::comm_thread> thread_;
   std::conditional_t<has_parameter_server, std::unique_ptr<ps_service>, std::nullptr_t> ps_{};
