@@ -13,7 +13,7 @@
 #include <strata/strata.hpp>
 
 #include "measure.hpp"
-#include "../examples/common/rank_main.hpp"
+#include "../examples/common/cli.hpp"
 
 namespace {
 using strata::mpi::communicator;
@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   examples::number(app, "--rounds", rounds, 1, 1000, "interleaved rounds per size (medians are taken over them)");
   examples::number(app, "--chunk-kib", chunk_kib, std::size_t{1}, std::size_t{1} << 20, "ring chunk size");
   examples::number(app, "--window", window, std::size_t{1}, std::size_t{1024}, "ring chunks in flight");
-  if (const auto status = examples::parse(ctx, app, argc, argv, "allreduce_bw")) return *status;
+  if (const auto status = examples::parse(app, argc, argv, "allreduce_bw", ctx.rank())) return *status;
   if (min_bytes > max_bytes) {
     if (ctx.rank() == 0) fmt::print(stderr, "allreduce_bw: --min-bytes {} is above --max-bytes {}\n", min_bytes, max_bytes);
     return strata::exit_usage;

@@ -21,7 +21,7 @@
 
 #include "measure.hpp"
 #include "model_shapes.hpp"
-#include "../examples/common/rank_main.hpp"
+#include "../examples/common/cli.hpp"
 
 namespace {
 
@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", quick, "ResNet-50 only, 2 rounds (smoke test)");
   examples::number(app, "--rounds", rounds, 1, 1000, "interleaved rounds (medians are taken over them)");
   app.add_option("--model", models, "resnet50 and/or vgg16")->check(CLI::IsMember({"resnet50", "vgg16"}));
-  if (const auto status = examples::parse(ctx, app, argc, argv, "compression")) return *status;
+  if (const auto status = examples::parse(app, argc, argv, "compression", ctx.rank())) return *status;
   if (quick) {
     models = {"resnet50"};
     rounds = 2;

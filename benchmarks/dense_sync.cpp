@@ -19,7 +19,7 @@
 #include "executor_model.hpp"
 #include "measure.hpp"
 #include "model_shapes.hpp"
-#include "../examples/common/rank_main.hpp"
+#include "../examples/common/cli.hpp"
 
 int main(int argc, char** argv) {
   strata::mpi::context ctx(argc, argv);
@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   examples::number(app, "--rounds", rounds, 1, 1000, "interleaved rounds (medians are taken over them)");
   examples::number(app, "--bucket-mib", bucket_mib, 0.001, 4096.0, "fusion bucket size");
   examples::number(app, "--first-bucket-mib", first_bucket_mib, 0.001, 4096.0, "first bucket size");
-  if (const auto status = examples::parse(ctx, app, argc, argv, "dense_sync")) return *status;
+  if (const auto status = examples::parse(app, argc, argv, "dense_sync", ctx.rank())) return *status;
   if (quick) rounds = 2;
 
   const auto shapes = bench::resnet50_shapes();

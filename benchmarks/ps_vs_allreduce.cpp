@@ -23,7 +23,7 @@
 
 #include "executor_model.hpp"
 #include "measure.hpp"
-#include "../examples/common/rank_main.hpp"
+#include "../examples/common/cli.hpp"
 
 int main(int argc, char** argv) {
   using namespace strata;
@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", quick, "small models and few rounds (smoke test)");
   examples::number(app, "--rounds", rounds, 1, 1000, "interleaved rounds (medians are taken over them)");
   app.add_option("--sizes-mib", sizes_mib, "model sizes (8 equal tensors each)")->check(examples::in_range(0.001, 4096.0));
-  if (const auto status = examples::parse(ctx, app, argc, argv, "ps_vs_allreduce")) return *status;
+  if (const auto status = examples::parse(app, argc, argv, "ps_vs_allreduce", ctx.rank())) return *status;
   if (quick) {
     rounds = 2;
     sizes_mib = {0.25, 1};

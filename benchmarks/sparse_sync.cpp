@@ -19,7 +19,7 @@
 #include <strata/strata.hpp>
 
 #include "measure.hpp"
-#include "../examples/common/rank_main.hpp"
+#include "../examples/common/cli.hpp"
 
 namespace {
 
@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   examples::number(app, "--draws", draws, std::size_t{1}, std::size_t{10'000'000},
                    "ids drawn per rank and step (Zipf; repeats are combined)");
   examples::number(app, "--zipf", exponent, 0.01, 10.0, "Zipf exponent of the ids");
-  if (const auto status = examples::parse(ctx, app, argc, argv, "sparse_sync")) return *status;
+  if (const auto status = examples::parse(app, argc, argv, "sparse_sync", ctx.rank())) return *status;
   if (rows * width > (std::size_t{1} << 30)) {  // 4 GiB of float32 per table, and two tables
     if (ctx.rank() == 0)
       fmt::print(stderr, "sparse_sync: --rows {} x --width {} is {} elements; at most 2^30 (a 4 GiB table) are allowed\n",

@@ -18,7 +18,7 @@
 
 #include "../examples/ctr/distributed.hpp"
 #include "measure.hpp"
-#include "../examples/common/rank_main.hpp"
+#include "../examples/common/cli.hpp"
 
 int main(int argc, char** argv) {
   using namespace strata;
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   examples::number(app, "--batch", o.global_batch, std::size_t{1}, std::size_t{1'000'000}, "global batch, split over ranks");
   examples::number(app, "--probability", probability, 0.0, 1.0, "chance that a rank's update is delayed");
   examples::number(app, "--factor", factor, 0.0, 1000.0, "a delay, in normal update times");
-  if (const auto status = examples::parse(ctx, app, argc, argv, "ssp_straggler")) return *status;
+  if (const auto status = examples::parse(app, argc, argv, "ssp_straggler", ctx.rank())) return *status;
   if (quick) {
     rounds = 1;
     updates = 20;

@@ -108,6 +108,20 @@ inline CLI::Option* strategy(CLI::App& app, const std::string& name, std::string
           "STRATEGY"));
 }
 
+/// Parses the command line (on every rank: each needs the values). On a parse error rank 0
+/// alone prints one line naming the program, the flag, the value and what is allowed, so it
+/// appears once; returns the exit status to end with (0 after --help), or nullopt to go on.
+inline std::optional<int> parse(CLI::App& app, int argc, char** argv, std::string_view program, int rank = 0) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return rank == 0 ? app.exit(e) : 0;  // --help
+    if (rank == 0) fmt::print(stderr, "{}: {} (see --help)\n", program, e.what());
+    return strata::exit_usage;
+  }
+  return std::nullopt;
+}
+
 /// A usage error found after parsing (flags that contradict each other, a value the data
 /// cannot meet): thrown from run(), it ends the program with exit status 64.
 inline strata::usage_error flag_error(std::string_view flag, std::string_view what) {

@@ -112,13 +112,7 @@ int main(int argc, char** argv) {
                    "seeds the data, the planted model and the student");
   examples::number(app, "--max-auc-gap", o.max_auc_gap, 0.0, 1.0,
                    "exit non-zero if the held-out AUC ends further below the planted AUC");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
-    fmt::print(stderr, "ctr_local_train: {} (see --help)\n", e.what());
-    return strata::exit_usage;
-  }
+  if (const auto status = examples::parse(app, argc, argv, "ctr_local_train")) return *status;
   try {
     return train(o);
   } catch (const std::exception& e) {

@@ -20,11 +20,6 @@ enum exit_status : int {
   exit_cannot_write = 74,  ///< a checkpoint cannot be written (disk full, read-only, no permission)
 };
 
-/// Whether a launcher should restart a job that ended with `status`.
-constexpr bool worth_a_restart(int status) {
-  return status != exit_success && status != exit_usage && status != exit_data && status != exit_cannot_write;
-}
-
 /// The exit status for a program that ends with exception `e`.
 inline exit_status exit_status_of(const std::exception& e) {
   if (dynamic_cast<const ckpt::checkpoint_write_error*>(&e)) return exit_cannot_write;

@@ -35,7 +35,6 @@
 
 namespace strata::mpi {
 
-/// Throws comm_error naming the call and MPI's own explanation when `code` is not success.
 /// Set once any MPI call failed: MPI's state is then undefined (requests may be left
 /// half-matched), and finalizing it can crash, so the context ends the job instead.
 inline std::atomic<bool>& failed_call() {
@@ -43,6 +42,7 @@ inline std::atomic<bool>& failed_call() {
   return failed;
 }
 
+/// Throws comm_error naming the call and MPI's own explanation when `code` is not success.
 inline void check(int code, std::string_view call, int rank = -1) {
   if (code == MPI_SUCCESS) return;
   failed_call() = true;

@@ -15,7 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <deque>
+#include <list>
 #include <span>
 #include <thread>
 #include <vector>
@@ -95,35 +95,83 @@ void finish(C& comm, typename C::request& r) {
   }
 }
 
-/// Messages sent and not yet known to be complete: their headers live here, their payloads
-/// with the caller until wait_all().
+/// Whether `r` has completed, without blocking where the backend can test (backends without
+/// `test` complete sends at once, so waiting there returns at once).
+template <Communicator C>
+bool completed(C& comm, typename C::request& r) {
+  if constexpr (Testable<C>) return comm.test(r);
+  else {
+    comm.wait(r);
+    return true;
+  }
+}
+
+/// Messages sent and not yet known to be complete. Their headers live here. A payload lives
+/// either with the caller until wait_all() (a borrowed span: a worker's gradients, sent
+/// without a copy) or here (a moved-in buffer: a server's reply, which must not hold the
+/// server until its worker receives it), and is handed back by collect() once delivered.
 template <Communicator C>
 class outbox {
  public:
   template <class Header>
   void send(C& comm, int dest, int header_tag, int payload_tag, const Header& header, std::span<const std::byte> payload) {
-    auto& stored = headers_.emplace_back(sizeof(Header));
-    std::memcpy(stored.data(), &header, sizeof(Header));
-    requests_.push_back(comm.isend(std::span<const std::byte>(stored), dest, header_tag));
-    if (!payload.empty()) requests_.push_back(comm.isend(payload, dest, payload_tag));
+    message& m = start(comm, dest, header_tag, header);
+    if (!payload.empty()) m.requests.push_back(comm.isend(payload, dest, payload_tag));
   }
+  template <class Header>
+  void send(C& comm, int dest, int header_tag, int payload_tag, const Header& header, std::vector<std::byte>&& payload) {
+    message& m = start(comm, dest, header_tag, header);
+    m.owned = std::move(payload);
+    if (!m.owned.empty()) m.requests.push_back(comm.isend(std::span<const std::byte>(m.owned), dest, payload_tag));
+  }
+
   /// Whether a send is still in progress. Large messages move only while the sender calls
   /// into the backend (MPI's rendezvous protocol), so a sender must not sleep until this is
-  /// false. Backends without `test` complete sends at once.
+  /// false.
   bool sending(C& comm) {
-    if constexpr (Testable<C>)
-      return !std::ranges::all_of(requests_, [&](typename C::request& r) { return comm.test(r); });
-    else return false;
+    return !std::ranges::all_of(messages_, [&](message& m) { return delivered(comm, m); });
   }
+
+  /// Forgets the messages that were delivered, moving the payloads they owned into `spare`
+  /// for reuse; true if any was.
+  bool collect(C& comm, std::vector<std::vector<std::byte>>& spare) {
+    const auto before = messages_.size();
+    std::erase_if(messages_, [&](message& m) {
+      if (!delivered(comm, m)) return false;
+      if (m.owned.capacity() > 0) spare.push_back(std::move(m.owned));
+      return true;
+    });
+    return messages_.size() != before;
+  }
+
+  bool empty() const { return messages_.empty(); }
+
   void wait_all(C& comm) {
-    for (auto& request : requests_) finish(comm, request);
-    requests_.clear();
-    headers_.clear();
+    for (message& m : messages_)
+      for (auto& request : m.requests) finish(comm, request);
+    messages_.clear();
   }
 
  private:
-  std::deque<std::vector<std::byte>> headers_;  // deque: a stored header never moves
-  std::vector<typename C::request> requests_;
+  struct message {
+    std::vector<std::byte> header, owned;
+    std::vector<typename C::request> requests;
+  };
+
+  template <class Header>
+  message& start(C& comm, int dest, int header_tag, const Header& header) {
+    message& m = messages_.emplace_back();
+    m.header.resize(sizeof(Header));
+    std::memcpy(m.header.data(), &header, sizeof(Header));
+    m.requests.push_back(comm.isend(std::span<const std::byte>(m.header), dest, header_tag));
+    return m;
+  }
+
+  bool delivered(C& comm, message& m) {
+    return std::ranges::all_of(m.requests, [&](typename C::request& r) { return completed(comm, r); });
+  }
+
+  std::list<message> messages_;  // a list: a message's header and payload never move while in flight
 };
 
 /// Receives a message already known to be waiting (returning when it is complete).

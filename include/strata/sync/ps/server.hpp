@@ -23,7 +23,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <list>
 #include <cstring>
 #include <cstdio>
 #include <map>
@@ -140,48 +139,21 @@ class server {
       else if (delivering_recently()) std::this_thread::yield();  // large replies move only while we call in
       else idle.pause();
     }
-    while (!sending_.empty()) {  // every worker said done: what is left was received or is never wanted
-      deliver();
-      std::this_thread::yield();
-    }
+    outbox_.wait_all(*comm_);  // every worker said done, so every reply was received
   }
 
-  /// A reply in flight: its header and payload live here until both sends complete.
-  struct reply_in_flight {
-    reply_header header;
-    std::vector<std::byte> payload;
-    std::vector<typename C::request> requests;
-  };
-
-  /// Completes the replies whose workers received them; true if any did.
+  /// Forgets the replies that were delivered (their buffers go to spare_); true if any was.
   bool deliver() {
-    bool delivered = false;
-    for (auto it = sending_.begin(); it != sending_.end();) {
-      if (std::ranges::all_of(it->requests, [&](typename C::request& r) { return test(r); })) {
-        spare_.push_back(std::move(it->payload));
-        it = sending_.erase(it);
-        delivered = true;
-        last_delivery_ = std::chrono::steady_clock::now();
-      } else {
-        ++it;
-      }
-    }
-    return delivered;
+    if (!outbox_.collect(*comm_, spare_)) return false;
+    last_delivery_ = std::chrono::steady_clock::now();
+    return true;
   }
 
   /// Whether replies are pending and one was delivered in the last few milliseconds: then they
   /// are moving and the server keeps calling in; a reply that waits longer is for a worker
   /// that stopped or is busy, and is then only checked between the idle sleeps.
   bool delivering_recently() const {
-    return !sending_.empty() && std::chrono::steady_clock::now() - last_delivery_ < std::chrono::milliseconds(5);
-  }
-
-  bool test(typename C::request& r) {
-    if constexpr (Testable<C>) return comm_->test(r);
-    else {
-      comm_->wait(r);
-      return true;
-    }
+    return !outbox_.empty() && std::chrono::steady_clock::now() - last_delivery_ < std::chrono::milliseconds(5);
   }
 
   /// A buffer for a reply's payload: a delivered one when there is one (allocating megabytes
@@ -424,11 +396,8 @@ class server {
   /// returns: deliver() completes it once the worker received it.
   void send_reply(int worker, reply_header header, std::vector<std::byte> payload) {
     header.payload_bytes = payload.size();
-    reply_in_flight& reply = sending_.emplace_back(reply_in_flight{header, std::move(payload), {}});
-    reply.requests.push_back(comm_->isend(bytes_of(reply.header), worker, reply_tag));
-    if (!reply.payload.empty())
-      reply.requests.push_back(comm_->isend(std::span<const std::byte>(reply.payload), worker, reply_payload_tag));
-    if (sending_.size() == 1) last_delivery_ = std::chrono::steady_clock::now();  // the clock of delivering_recently
+    if (outbox_.empty()) last_delivery_ = std::chrono::steady_clock::now();  // the clock of delivering_recently
+    outbox_.send(*comm_, worker, reply_tag, reply_payload_tag, header, std::move(payload));
   }
 
   std::uint32_t variable_index(const shard_state& shard) const {
@@ -442,7 +411,7 @@ class server {
   const plan* plan_;
   std::map<std::uint64_t, shard_state> shards_;
   std::map<int, std::string> errors_;  // per worker: a rejected push, reported with its next pull
-  std::list<reply_in_flight> sending_;  // a list: a reply's header and payload never move while in flight
+  outbox<C> outbox_;                           // replies in flight, each owning its payload
   std::vector<std::vector<std::byte>> spare_;  // payload buffers of delivered replies
   std::chrono::steady_clock::time_point last_delivery_{};
   std::vector<std::byte> request_;
