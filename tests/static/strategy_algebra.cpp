@@ -49,4 +49,20 @@ static_assert(!sync::DenseAllReduceStrategy<Sparse> && !sync::DenseAllReduceStra
 static_assert(std::is_same_v<vector_strategy_t<Strategy<Compress<PowerSGD<4>>, Partition<1>>>, Strategy<>>);
 static_assert(std::is_same_v<vector_strategy_t<Strategy<Compress<FP16>, Partition<0>>>, Strategy<Compress<FP16>, Partition<0>>>);
 
+// Vectors of a sharded parameter server keep a partition, along the one axis they have.
+static_assert(std::is_same_v<vector_strategy_t<Strategy<PS<2>, Partition<1>>>, Strategy<PS<2>, Partition<0>>>);
+static_assert(std::is_same_v<vector_strategy_t<Strategy<PS<1>, Partition<1>>>, Strategy<PS<1>>>);
+static_assert(std::is_same_v<vector_strategy_t<Strategy<Partition<1, 3>, AllReduce<Ring>>>, Strategy<AllReduce<Ring>>>);
+static_assert(ValidStrategy<vector_strategy_t<Strategy<PS<4>, Partition<1>, Consistency<SSP<2>>>>>);
+
+// Under PS<N> a partition's shard count is N's: one strategy, one type, one string.
+static_assert(std::is_same_v<Strategy<PS<4>, Partition<0, 4>>, Strategy<PS<4>, Partition<0>>>);
+static_assert(Strategy<PS<4>, Partition<1, 4>>::descriptor.partition_shards == 0);
+static_assert(!std::is_same_v<Strategy<Partition<0, 4>>, Strategy<Partition<0>>>);  // replicated: the count is its own
+
+// A hand-made canonical type that breaks a rule is canonical but not valid: models, variables
+// and executors take only valid ones (compile_fail/hand_made_invalid_strategy.cpp).
+using UnsplitPS = canonical_strategy<PS<2>, Unpartitioned, NoCollective, Compress<None>, Consistency<BSP>, DenseGradient>;
+static_assert(CanonicalStrategy<UnsplitPS> && !ValidStrategy<UnsplitPS> && !ShardedParameterServerNeedsPartition<UnsplitPS>);
+
 int main() {}

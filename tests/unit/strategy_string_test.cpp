@@ -45,7 +45,7 @@ std::string join(const std::vector<std::string>& parts) {
 }
 
 bool satisfies_rules(const strategy_descriptor& d) {
-  return std::all_of(rules::all.begin(), rules::all.end(), [&](const rules::rule& r) { return r.holds(d); });
+  return std::all_of(rules::all.begin(), rules::all.end(), [&](const rules::checked_rule& r) { return r.holds(d); });
 }
 
 }  // namespace

@@ -143,7 +143,7 @@ struct step_stats : sync_stats {
 template <CommContext Context, class Model, Optimizer O>
 class executor;
 
-template <CommContext Context, CanonicalStrategy... Strategies, Optimizer O>
+template <CommContext Context, ValidStrategy... Strategies, Optimizer O>
 class executor<Context, model<Strategies...>, O> {
   using comm_type = std::remove_reference_t<decltype(std::declval<Context&>().collectives())>;
   static_assert(std::is_same_v<comm_type, std::remove_reference_t<decltype(std::declval<Context&>().parameter_server())>>,

@@ -72,7 +72,7 @@ class staged_executor;
 
 /// The host executor over host mirrors of variables that live in a stage's memory: see the
 /// file comment. One thread drives it.
-template <CommContext Context, StagingMemory Stage, CanonicalStrategy... Strategies, Optimizer O>
+template <CommContext Context, StagingMemory Stage, ValidStrategy... Strategies, Optimizer O>
 class staged_executor<Context, Stage, model<Strategies...>, O> {
   static_assert((!Strategies::descriptor.sparse_rows && ...),
                 "staged_executor stages dense gradients; a SparseRows table's rows are pulled and pushed by the host "
@@ -168,7 +168,7 @@ class staged_executor<Context, Stage, model<Strategies...>, O> {
     return m;
   }
 
-  template <CanonicalStrategy S, std::size_t Rank>
+  template <ValidStrategy S, std::size_t Rank>
   variable_declaration<S, Rank> mirror_one(variable_declaration<S, Rank> declaration) {
     variable_binding& v = declaration.binding;
     stage_.check(v.name, v.param, "parameter");

@@ -22,7 +22,7 @@ template <class...>
 inline constexpr bool always_false = false;
 }
 
-template <CanonicalStrategy S, Communicator C, Optimizer O>
+template <ValidStrategy S, Communicator C, Optimizer O>
 struct synchronizer_for {
   static_assert(detail::always_false<S, C>,
                 "strata has no synchronizer for this strategy on this backend yet; the incomplete type "
@@ -33,27 +33,27 @@ struct synchronizer_for {
 
 /// Replicate + AllReduce, dense gradients, any codec, partitioned or not: bucketed data
 /// parallelism.
-template <CanonicalStrategy S, Communicator C, Optimizer O>
+template <ValidStrategy S, Communicator C, Optimizer O>
   requires sync::DenseAllReduceStrategy<S>
 struct synchronizer_for<S, C, O> {
   using type = sync::dense_allreduce_synchronizer<S, C, O>;
 };
 
 /// Replicate + AllReduce with SparseRows: an all-gather of each rank's touched rows.
-template <CanonicalStrategy S, Communicator C, Optimizer O>
+template <ValidStrategy S, Communicator C, Optimizer O>
   requires sync::SparseAllGatherStrategy<S>
 struct synchronizer_for<S, C, O> {
   using type = sync::sparse_allgather_synchronizer<S, C, O>;
 };
 
 /// PS<N>, dense or sparse rows, any consistency: the parameter server.
-template <CanonicalStrategy S, Communicator C, Optimizer O>
+template <ValidStrategy S, Communicator C, Optimizer O>
   requires sync::ParameterServerStrategy<S>
 struct synchronizer_for<S, C, O> {
   using type = sync::ps_synchronizer<S, C, O>;
 };
 
-template <CanonicalStrategy S, Communicator C, Optimizer O>
+template <ValidStrategy S, Communicator C, Optimizer O>
 using synchronizer_t = typename synchronizer_for<S, C, O>::type;
 
 }  // namespace strata

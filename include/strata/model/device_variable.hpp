@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -39,37 +40,69 @@ constexpr std::string_view element_type_name(element_type t) {
   return t == element_type::fp32 ? "fp32" : t == element_type::fp16 ? "fp16" : "bf16";
 }
 
-/// The strategies the nccl executor runs, dense: replicated variables averaged with the
-/// backend's own all-reduce (ncclAllReduce), unpartitioned, optionally with their fp32
-/// gradients narrowed to fp16 or bf16 on the wire (Compress<FP16 | BF16>, no error
-/// feedback); and synchronous parameter-server variables (PS<N>, BSP, any partition,
-/// uncompressed), whose update is reduce-scattered to the ranks that own slices of it and
-/// all-gathered back.
+/// What the nccl executor runs, one rule each (the form of rules.hpp): dense variables,
+/// replicated and averaged with the backend's own all-reduce (ncclAllReduce), unpartitioned,
+/// optionally with their fp32 gradients narrowed to fp16 or bf16 on the wire (Compress<FP16 |
+/// BF16>, no error feedback); and synchronous parameter-server variables (PS<N>, BSP, any
+/// partition, uncompressed), whose update is reduce-scattered to the ranks that own slices of
+/// it and all-gathered back.
+namespace rules::nccl {
+constexpr bool dense_gradient(const strategy_descriptor& d) { return !d.sparse_rows; }
+constexpr bool narrowing_codec(const strategy_descriptor& d) {
+  return d.codec == codec_kind::none || d.codec == codec_kind::fp16 || d.codec == codec_kind::bf16;
+}
+constexpr bool no_error_feedback(const strategy_descriptor& d) { return !d.error_feedback; }
+constexpr bool uncompressed_parameter_server(const strategy_descriptor& d) {
+  return d.placement == placement_kind::replicate || d.codec == codec_kind::none;
+}
+constexpr bool synchronous(const strategy_descriptor& d) { return d.consistency == consistency_kind::bsp; }
+constexpr bool unpartitioned_replicas(const strategy_descriptor& d) {
+  return d.placement == placement_kind::ps || !d.partitioned();
+}
+constexpr bool native_allreduce(const strategy_descriptor& d) {
+  return d.placement == placement_kind::ps || d.collective == collective_kind::native;
+}
+
+using DenseGradientsOnly = rule<"NcclDenseGradientsOnly",
+                                "the nccl executor runs dense gradients only; SparseRows tables need the host executor "
+                                "over host memory (see docs/compatibility.md)",
+                                dense_gradient>;
+using NarrowingCodecsOnly = rule<"NcclNarrowingCodecsOnly",
+                                 "the nccl executor compresses with Compress<FP16> or Compress<BF16> only; TopK and "
+                                 "PowerSGD run on the host: train those variables with staged_executor (see "
+                                 "docs/compatibility.md)",
+                                 narrowing_codec>;
+using NoErrorFeedback = rule<"NcclNoErrorFeedback",
+                             "the nccl executor has no error feedback yet; use Compress<FP16> or Compress<BF16> without "
+                             "ErrorFeedback, or train the variable with staged_executor (see docs/compatibility.md)",
+                             no_error_feedback>;
+using UncompressedParameterServer = rule<"NcclUncompressedParameterServer",
+                                         "the nccl executor does not compress PS<N> variables (see docs/compatibility.md)",
+                                         uncompressed_parameter_server>;
+using SynchronousOnly = rule<"NcclSynchronousOnly",
+                             "the nccl executor runs synchronous (BSP) PS<N> only; Consistency<ASP> and Consistency<SSP<S>> "
+                             "run on the host parameter server: train those variables with staged_executor (see "
+                             "docs/compatibility.md)",
+                             synchronous>;
+using UnpartitionedReplicas = rule<"NcclUnpartitionedReplicas",
+                                   "the nccl executor does not partition replicated variables yet; train them with "
+                                   "staged_executor (see docs/compatibility.md)",
+                                   unpartitioned_replicas>;
+using NativeAllReduceOnly = rule<"NcclNativeAllReduceOnly",
+                                 "the nccl executor runs AllReduce<Native> (ncclAllReduce) only; Ring, Tree and "
+                                 "Hierarchical run on the host with staged_executor (see docs/compatibility.md)",
+                                 native_allreduce>;
+
+using every_rule = std::tuple<DenseGradientsOnly, NarrowingCodecsOnly, NoErrorFeedback, UncompressedParameterServer,
+                              SynchronousOnly, UnpartitionedReplicas, NativeAllReduceOnly>;
+}  // namespace rules::nccl
+
+/// A strategy the nccl executor runs: valid, and within every rule of rules::nccl.
 template <class S>
-concept NcclStrategy =
-    CanonicalStrategy<S> &&
-    (!S::descriptor.sparse_rows ||
-     detail::unsatisfied<"the nccl executor runs dense gradients only; SparseRows tables need the host "
-                         "executor over host memory (see docs/compatibility.md)">()) &&
-    (S::descriptor.codec == codec_kind::none || S::descriptor.codec == codec_kind::fp16 ||
-     S::descriptor.codec == codec_kind::bf16 ||
-     detail::unsatisfied<"the nccl executor compresses with Compress<FP16> or Compress<BF16> only; TopK and PowerSGD "
-                         "run on the host: train those variables with staged_executor (see docs/compatibility.md)">()) &&
-    (!S::descriptor.error_feedback ||
-     detail::unsatisfied<"the nccl executor has no error feedback yet; use Compress<FP16> or Compress<BF16> "
-                         "without ErrorFeedback, or train the variable with staged_executor (see docs/compatibility.md)">()) &&
-    (S::descriptor.placement == placement_kind::replicate || S::descriptor.codec == codec_kind::none ||
-     detail::unsatisfied<"the nccl executor does not compress PS<N> variables (see docs/compatibility.md)">()) &&
-    (S::descriptor.consistency == consistency_kind::bsp ||
-     detail::unsatisfied<"the nccl executor runs synchronous (BSP) PS<N> only; Consistency<ASP> and "
-                         "Consistency<SSP<S>> run on the host parameter server: train those variables with "
-                         "staged_executor (see docs/compatibility.md)">()) &&
-    (S::descriptor.placement == placement_kind::ps || !S::descriptor.partitioned() ||
-     detail::unsatisfied<"the nccl executor does not partition replicated variables yet; train them "
-                         "with staged_executor (see docs/compatibility.md)">()) &&
-    (S::descriptor.placement == placement_kind::ps || S::descriptor.collective == collective_kind::native ||
-     detail::unsatisfied<"the nccl executor runs AllReduce<Native> (ncclAllReduce) only; Ring, Tree "
-                         "and Hierarchical run on the host with staged_executor (see docs/compatibility.md)">());
+concept NcclStrategy = ValidStrategy<S> && Obeys<S, rules::nccl::DenseGradientsOnly> &&
+                       Obeys<S, rules::nccl::NarrowingCodecsOnly> && Obeys<S, rules::nccl::NoErrorFeedback> &&
+                       Obeys<S, rules::nccl::UncompressedParameterServer> && Obeys<S, rules::nccl::SynchronousOnly> &&
+                       Obeys<S, rules::nccl::UnpartitionedReplicas> && Obeys<S, rules::nccl::NativeAllReduceOnly>;
 
 /// What the nccl executor sees of a variable.
 struct device_variable_binding {

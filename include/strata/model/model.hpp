@@ -15,7 +15,7 @@
 
 namespace strata {
 
-template <CanonicalStrategy... Strategies>
+template <ValidStrategy... Strategies>
 class model {
  public:
   using strategies = boost::hana::tuple<boost::hana::type<Strategies>...>;
@@ -34,7 +34,7 @@ class model {
   }
 
   /// Adds a variable; throws binding_error if its name is already taken.
-  template <CanonicalStrategy S, std::size_t Rank>
+  template <ValidStrategy S, std::size_t Rank>
   variable_id add(variable_declaration<S, Rank> declaration) {
     for (const auto& v : variables_)
       if (v.name == declaration.binding.name)
@@ -86,7 +86,7 @@ constexpr auto model_type() {
 }  // namespace detail
 
 /// The model type for some strategies, duplicates removed (e.g. `model_of<S, vector_strategy_t<S>>`).
-template <CanonicalStrategy... Strategies>
+template <ValidStrategy... Strategies>
 using model_of = typename decltype(detail::model_type<Strategies...>())::type;
 
 /// Builds a model from variable declarations; its strategies are the distinct ones declared.

@@ -37,14 +37,14 @@ struct variable_id {
 
 /// A declared variable, before it joins a model. Rank is static so that rank-dependent
 /// rules (partition axis, low-rank compression) are checked at compile time.
-template <CanonicalStrategy S, std::size_t Rank>
+template <ValidStrategy S, std::size_t Rank>
 struct variable_declaration {
   using strategy = S;
   variable_binding binding;
 };
 
 namespace detail {
-template <CanonicalStrategy S, std::size_t Rank>
+template <ValidStrategy S, std::size_t Rank>
 consteval bool check_rank_rules() {
   constexpr strategy_descriptor d = S::descriptor;
   static_assert(!d.partitioned() || static_cast<std::size_t>(d.partition_axis) < Rank,
@@ -58,7 +58,7 @@ consteval bool check_rank_rules() {
 
 /// Declares a variable with strategy `S` and a shape of static rank: what `variable` and
 /// `build<B>::variable` share.
-template <CanonicalStrategy S, std::size_t Rank>
+template <ValidStrategy S, std::size_t Rank>
 variable_declaration<S, Rank> declare(std::string name, std::span<float> param, std::span<float> grad,
                                       std::span<const std::size_t, Rank> shape) {
   static_assert(check_rank_rules<S, Rank>());
@@ -82,7 +82,7 @@ variable_declaration<S, Rank> declare(std::string name, std::span<float> param, 
 /// Throws binding_error, naming the variable, when a buffer does not hold exactly the
 /// shape's number of elements. SparseRows variables may bind an empty gradient: theirs is
 /// given as rows each update.
-template <CanonicalStrategy S, std::size_t Rank>
+template <ValidStrategy S, std::size_t Rank>
 variable_declaration<S, Rank> variable(std::string name, std::span<float> param, std::span<float> grad,
                                        const std::size_t (&shape)[Rank]) {
   return detail::declare<S, Rank>(std::move(name), param, grad, std::span<const std::size_t, Rank>(shape));

@@ -269,12 +269,14 @@ class strategy_reader {
       fail_at(name, fmt::format("expected a consistency model (BSP, ASP, SSP<S>), found '{}'", name));
   }
 
-  /// Fills the category defaults the string left out, then applies the combination rules.
+  /// Fills the category defaults the string left out, applies the combination rules and
+  /// writes the result in its canonical form.
   void check_rules(strategy_descriptor& d) const {
     if (seen_[2].column == npos)  // collective not given: default by placement
       d.collective = d.placement == placement_kind::replicate ? collective_kind::native : collective_kind::none;
-    for (const auto& rule : rules::all)
-      if (!rule.holds(d)) throw strategy_parse_error(text_, 0, fmt::format("breaks rule {}: {}", rule.name, rule.message));
+    if (const rules::checked_rule* broken = rules::first_broken(d))
+      throw strategy_parse_error(text_, 0, fmt::format("breaks rule {}: {}", broken->name, broken->message));
+    d = canonical_form(d);
   }
 
   std::string_view text_;

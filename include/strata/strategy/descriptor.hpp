@@ -87,6 +87,13 @@ constexpr void describe_into(strategy_descriptor& d, SparseRows) { d.sparse_rows
 
 }  // namespace detail
 
+/// The one spelling of `d`'s strategy: under PS<N> a partition's shard count is N's, and
+/// Partition<Axis, N> is written Partition<Axis>.
+constexpr strategy_descriptor canonical_form(strategy_descriptor d) {
+  if (d.placement == placement_kind::ps && d.partition_shards == d.ps_shards) d.partition_shards = 0;
+  return d;
+}
+
 /// The descriptor of a list of policies (each category given at most once).
 template <class... Policies>
 constexpr strategy_descriptor describe() {

@@ -1,12 +1,25 @@
 #pragma once
-// Cross-policy rules, written once as predicates on a descriptor. The compile-time concepts
-// in strategy.hpp and the run-time check of parsed strings both call these.
+// Cross-policy rules, each written once: its name, the sentence a user reads when a strategy
+// breaks it, and a predicate on a descriptor. The compile-time concepts in strategy.hpp
+// (Obeys<S, Rule>) and the run-time check of parsed strings (rules::all) both use them.
 #include <array>
 #include <string_view>
+#include <tuple>
 
+#include "strata/detail/fixed_string.hpp"
 #include "strata/strategy/descriptor.hpp"
 
 namespace strata::rules {
+
+/// One rule. Name and message are template arguments so that a compiler that reports a
+/// failed `Obeys<S, Rule>` prints both, spelled out.
+template <detail::fixed_string Name, detail::fixed_string Message, bool (*Holds)(const strategy_descriptor&)>
+struct rule {
+  static constexpr detail::fixed_string message_text = Message;
+  static constexpr std::string_view name{Name.text};
+  static constexpr std::string_view message{Message.text};
+  static constexpr bool holds(const strategy_descriptor& d) { return Holds(d); }
+};
 
 constexpr bool stale_consistency_needs_parameter_server(const strategy_descriptor& d) {
   return d.consistency == consistency_kind::bsp || d.placement == placement_kind::ps;
@@ -23,42 +36,67 @@ constexpr bool sharded_parameter_server_needs_partition(const strategy_descripto
 constexpr bool partition_shards_follow_parameter_server(const strategy_descriptor& d) {
   return d.placement != placement_kind::ps || d.partition_shards == 0 || d.partition_shards == d.ps_shards;
 }
-constexpr bool sparse_rows_partition_by_rows(const strategy_descriptor& d) {
-  return !d.sparse_rows || d.partition_axis <= 0;
-}
+constexpr bool sparse_rows_partition_by_rows(const strategy_descriptor& d) { return !d.sparse_rows || d.partition_axis <= 0; }
 constexpr bool low_rank_compression_needs_dense_gradient(const strategy_descriptor& d) {
   return !d.sparse_rows || d.codec != codec_kind::powersgd;
 }
-constexpr bool top_k_needs_dense_gradient(const strategy_descriptor& d) {
-  return !d.sparse_rows || d.codec != codec_kind::topk;
-}
+constexpr bool top_k_needs_dense_gradient(const strategy_descriptor& d) { return !d.sparse_rows || d.codec != codec_kind::topk; }
 
-struct rule {
+using StaleConsistencyNeedsParameterServer =
+    rule<"StaleConsistencyNeedsParameterServer",
+         "Consistency<ASP> and Consistency<SSP<S>> need placement PS<N>; replicated variables are synchronous",
+         stale_consistency_needs_parameter_server>;
+using AllReduceNeedsReplicate =
+    rule<"AllReduceNeedsReplicate", "AllReduce<...> reduces replicated gradients; it needs placement Replicate, not PS<N>",
+         allreduce_needs_replicate>;
+using ReplicateNeedsAllReduce =
+    rule<"ReplicateNeedsAllReduce", "replicated variables are kept equal by an all-reduce; NoCollective needs placement PS<N>",
+         replicate_needs_allreduce>;
+using ShardedParameterServerNeedsPartition =
+    rule<"ShardedParameterServerNeedsPartition", "PS<N> with N > 1 needs Partition<Axis> to say how the variable is split",
+         sharded_parameter_server_needs_partition>;
+using PartitionShardsFollowParameterServer =
+    rule<"PartitionShardsFollowParameterServer",
+         "under PS<N> write Partition<Axis> (or Partition<Axis, N>); the shard count comes from PS<N>",
+         partition_shards_follow_parameter_server>;
+using SparseRowsPartitionByRows = rule<"SparseRowsPartitionByRows",
+                                       "SparseRows variables can only be partitioned by rows: Partition<0>",
+                                       sparse_rows_partition_by_rows>;
+using LowRankCompressionNeedsDenseGradient =
+    rule<"LowRankCompressionNeedsDenseGradient", "Compress<PowerSGD<R>> needs dense gradients; remove SparseRows or the codec",
+         low_rank_compression_needs_dense_gradient>;
+using TopKNeedsDenseGradient =
+    rule<"TopKNeedsDenseGradient", "Compress<TopK<R>> needs dense gradients; SparseRows gradients are sparse already",
+         top_k_needs_dense_gradient>;
+
+/// Every rule a strategy must obey, in the order they are checked. ValidStrategy (strategy.hpp)
+/// names each of them too; a test checks the two lists agree.
+using every_rule = std::tuple<StaleConsistencyNeedsParameterServer, AllReduceNeedsReplicate, ReplicateNeedsAllReduce,
+                              ShardedParameterServerNeedsPartition, PartitionShardsFollowParameterServer,
+                              SparseRowsPartitionByRows, LowRankCompressionNeedsDenseGradient, TopKNeedsDenseGradient>;
+
+/// A rule as run-time data.
+struct checked_rule {
   std::string_view name;
   std::string_view message;
   bool (*holds)(const strategy_descriptor&);
 };
 
+/// The run-time form of a list of rules.
+template <class Rules>
+inline constexpr auto table = []<class... Rs>(std::tuple<Rs...>*) {
+  return std::array<checked_rule, sizeof...(Rs)>{checked_rule{Rs::name, Rs::message, &Rs::holds}...};
+}(static_cast<Rules*>(nullptr));
+
 /// Every rule with the sentence a user reads when a strategy string breaks it.
-inline constexpr std::array all = {
-    rule{"StaleConsistencyNeedsParameterServer",
-         "Consistency<ASP> and Consistency<SSP<S>> need placement PS<N>; replicated variables are synchronous",
-         stale_consistency_needs_parameter_server},
-    rule{"AllReduceNeedsReplicate", "AllReduce<...> reduces replicated gradients; it needs placement Replicate, not PS<N>",
-         allreduce_needs_replicate},
-    rule{"ReplicateNeedsAllReduce", "replicated variables are kept equal by an all-reduce; NoCollective needs placement PS<N>",
-         replicate_needs_allreduce},
-    rule{"ShardedParameterServerNeedsPartition", "PS<N> with N > 1 needs Partition<Axis> to say how the variable is split",
-         sharded_parameter_server_needs_partition},
-    rule{"PartitionShardsFollowParameterServer",
-         "under PS<N> write Partition<Axis> (or Partition<Axis, N>); the shard count comes from PS<N>",
-         partition_shards_follow_parameter_server},
-    rule{"SparseRowsPartitionByRows", "SparseRows variables can only be partitioned by rows: Partition<0>",
-         sparse_rows_partition_by_rows},
-    rule{"LowRankCompressionNeedsDenseGradient", "Compress<PowerSGD<R>> needs dense gradients; remove SparseRows or the codec",
-         low_rank_compression_needs_dense_gradient},
-    rule{"TopKNeedsDenseGradient", "Compress<TopK<R>> needs dense gradients; SparseRows gradients are sparse already",
-         top_k_needs_dense_gradient},
-};
+inline constexpr const auto& all = table<every_rule>;
+
+/// The first rule of `Rules` that `d` breaks, or nullptr.
+template <class Rules = every_rule>
+constexpr const checked_rule* first_broken(const strategy_descriptor& d) {
+  for (const checked_rule& r : table<Rules>)
+    if (!r.holds(d)) return &r;
+  return nullptr;
+}
 
 }  // namespace strata::rules

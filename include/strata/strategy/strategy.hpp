@@ -36,43 +36,42 @@ inline constexpr bool is_canonical_strategy<canonical_strategy<Ps...>> = true;
 template <class S>
 concept CanonicalStrategy = is_canonical_strategy<S>;
 
-// Level 3: one concept per cross-policy rule. The sentence sits in the failing expression so
-// the compiler prints it, and the "[with S = ...]" note shows the offending policies.
-template <class S>
-concept StaleConsistencyNeedsParameterServer =
-    rules::stale_consistency_needs_parameter_server(S::descriptor) ||
-    detail::unsatisfied<"Consistency<ASP> and Consistency<SSP<S>> need placement PS<N>; replicated variables are synchronous">();
-template <class S>
-concept AllReduceNeedsReplicate = rules::allreduce_needs_replicate(S::descriptor) ||
-                                  detail::unsatisfied<"AllReduce<...> reduces replicated gradients; it needs placement Replicate, not PS<N>">();
-template <class S>
-concept ReplicateNeedsAllReduce = rules::replicate_needs_allreduce(S::descriptor) ||
-                                  detail::unsatisfied<"replicated variables are kept equal by an all-reduce; NoCollective needs placement PS<N>">();
-template <class S>
-concept ShardedParameterServerNeedsPartition =
-    rules::sharded_parameter_server_needs_partition(S::descriptor) ||
-    detail::unsatisfied<"PS<N> with N > 1 needs Partition<Axis> to say how the variable is split">();
-template <class S>
-concept PartitionShardsFollowParameterServer =
-    rules::partition_shards_follow_parameter_server(S::descriptor) ||
-    detail::unsatisfied<"under PS<N> write Partition<Axis> (or Partition<Axis, N>); the shard count comes from PS<N>">();
-template <class S>
-concept SparseRowsPartitionByRows = rules::sparse_rows_partition_by_rows(S::descriptor) ||
-                                    detail::unsatisfied<"SparseRows variables can only be partitioned by rows: Partition<0>">();
-template <class S>
-concept LowRankCompressionNeedsDenseGradient =
-    rules::low_rank_compression_needs_dense_gradient(S::descriptor) ||
-    detail::unsatisfied<"Compress<PowerSGD<R>> needs dense gradients; remove SparseRows or the codec">();
-template <class S>
-concept TopKNeedsDenseGradient = rules::top_k_needs_dense_gradient(S::descriptor) ||
-                                 detail::unsatisfied<"Compress<TopK<R>> needs dense gradients; SparseRows gradients are sparse already">();
+// Level 3: one concept per cross-policy rule (rules.hpp). The rule's sentence sits in the
+// failing expression so the compiler prints it, and the "[with S = ...]" note shows the
+// offending policies.
+template <class S, class Rule>
+concept Obeys = Rule::holds(S::descriptor) || detail::unsatisfied<Rule::message_text>();
 
-/// A strategy that satisfies every rule.
 template <class S>
-concept ValidStrategy = CanonicalStrategy<S> && StaleConsistencyNeedsParameterServer<S> && AllReduceNeedsReplicate<S> &&
-                        ReplicateNeedsAllReduce<S> && ShardedParameterServerNeedsPartition<S> && PartitionShardsFollowParameterServer<S> &&
-                        SparseRowsPartitionByRows<S> && LowRankCompressionNeedsDenseGradient<S> &&
-                        TopKNeedsDenseGradient<S>;
+concept StaleConsistencyNeedsParameterServer = Obeys<S, rules::StaleConsistencyNeedsParameterServer>;
+template <class S>
+concept AllReduceNeedsReplicate = Obeys<S, rules::AllReduceNeedsReplicate>;
+template <class S>
+concept ReplicateNeedsAllReduce = Obeys<S, rules::ReplicateNeedsAllReduce>;
+template <class S>
+concept ShardedParameterServerNeedsPartition = Obeys<S, rules::ShardedParameterServerNeedsPartition>;
+template <class S>
+concept PartitionShardsFollowParameterServer = Obeys<S, rules::PartitionShardsFollowParameterServer>;
+template <class S>
+concept SparseRowsPartitionByRows = Obeys<S, rules::SparseRowsPartitionByRows>;
+template <class S>
+concept LowRankCompressionNeedsDenseGradient = Obeys<S, rules::LowRankCompressionNeedsDenseGradient>;
+template <class S>
+concept TopKNeedsDenseGradient = Obeys<S, rules::TopKNeedsDenseGradient>;
+
+/// Every rule, as a conjunction so that a compiler names the first one broken. A test checks
+/// that it agrees with rules::all on every enumerated descriptor.
+template <class S>
+concept ObeysEveryRule = StaleConsistencyNeedsParameterServer<S> && AllReduceNeedsReplicate<S> &&
+                         ReplicateNeedsAllReduce<S> && ShardedParameterServerNeedsPartition<S> &&
+                         PartitionShardsFollowParameterServer<S> && SparseRowsPartitionByRows<S> &&
+                         LowRankCompressionNeedsDenseGradient<S> && TopKNeedsDenseGradient<S>;
+
+/// A canonical strategy that obeys every rule: what models, variables and executors take.
+/// Strategy<...> only forms valid ones; a canonical_strategy<...> spelled out by hand is
+/// checked here.
+template <class S>
+concept ValidStrategy = CanonicalStrategy<S> && ObeysEveryRule<S>;
 
 namespace diagnostic {
 // Incomplete on purpose: the compiler's "incomplete type" error spells out the arguments.
@@ -141,22 +140,24 @@ using select_t = typename select_policy<Category, Default, Ps...>::type;
 template <class Placement>
 using default_collective = std::conditional_t<std::is_same_v<Placement, Replicate>, AllReduce<Native>, NoCollective>;
 
+/// Under PS<N> a partition's shard count is N's, so Partition<Axis, N> is spelled
+/// Partition<Axis>: one strategy, one type (canonical_form does the same to descriptors).
+template <class Placement, class PartitionPolicy>
+struct canonical_partition : std::type_identity<PartitionPolicy> {};
+template <int N, int Axis>
+struct canonical_partition<PS<N>, Partition<Axis, N>> : std::type_identity<Partition<Axis>> {};
+
 template <class... Ps>
 struct make_strategy_from_policies {
   using placement = select_t<category::placement, Replicate, Ps...>;
-  using type = canonical_strategy<placement, select_t<category::partition, Unpartitioned, Ps...>,
+  using type = canonical_strategy<placement,
+                                  typename canonical_partition<placement, select_t<category::partition, Unpartitioned, Ps...>>::type,
                                   select_t<category::collective, default_collective<placement>, Ps...>,
                                   select_t<category::compression, Compress<None>, Ps...>,
                                   select_t<category::consistency, Consistency<BSP>, Ps...>,
                                   select_t<category::gradient, DenseGradient, Ps...>>;
-  static_assert(StaleConsistencyNeedsParameterServer<type>);
-  static_assert(AllReduceNeedsReplicate<type>);
-  static_assert(ReplicateNeedsAllReduce<type>);
-  static_assert(ShardedParameterServerNeedsPartition<type>);
-  static_assert(PartitionShardsFollowParameterServer<type>);
-  static_assert(SparseRowsPartitionByRows<type>);
-  static_assert(LowRankCompressionNeedsDenseGradient<type>);
-  static_assert(TopKNeedsDenseGradient<type>);
+  static_assert(ObeysEveryRule<type>);
+  static_assert(type::descriptor == canonical_form(type::descriptor), "a strategy type and its canonical string disagree");
 };
 
 template <class... Ps>
@@ -179,15 +180,23 @@ struct make_strategy<Ps...> {
 template <class... Policies>
 using Strategy = typename detail::make_strategy<Policies...>::type;
 
+namespace detail {
+/// A vector has only axis 0: a partition along another axis becomes one along axis 0 where
+/// the placement needs a partition (PS<N>, N > 1), and none elsewhere.
+template <CanonicalStrategy S>
+using vector_partition =
+    std::conditional_t<(S::descriptor.partition_axis <= 0), typename S::partition,
+                       std::conditional_t<(S::descriptor.placement == placement_kind::ps && S::descriptor.ps_shards > 1),
+                                          Partition<0>, Unpartitioned>>;
+}  // namespace detail
+
 /// The strategy for vectors (biases) that sit next to matrices declared with `S`: `S` less
 /// what needs a second dimension (PowerSGD, which factorizes matrices; a partition along an
-/// axis other than 0).
-template <CanonicalStrategy S>
-using vector_strategy_t = canonical_strategy<
-    typename S::placement,
-    std::conditional_t<(S::descriptor.partition_axis > 0), Unpartitioned, typename S::partition>,
-    typename S::collective,
+/// axis other than 0), formed and checked like any Strategy<...>.
+template <ValidStrategy S>
+using vector_strategy_t = typename detail::make_strategy_from_policies<
+    typename S::placement, detail::vector_partition<S>, typename S::collective,
     std::conditional_t<S::descriptor.codec == codec_kind::powersgd, Compress<None>, typename S::compression>,
-    typename S::consistency, typename S::gradient>;
+    typename S::consistency, typename S::gradient>::type;
 
 }  // namespace strata
