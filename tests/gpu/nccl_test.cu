@@ -96,7 +96,6 @@ void errors(communicator& comm) {
   auto all = on_device(comm, std::vector<float>{0.0f, 0.0f, 0.0f});
   expect_throws<strata::usage_error>([&] { comm.allgather(std::span<const float>(mine.span()), all.span()); },
                                      {"allgather", "rank 0", "2 elements", "3 elements"}, "allgather into the wrong size");
-  expect_throws<strata::usage_error>([&] { comm.iprobe(0, 1); }, {"iprobe", "rank 0", "cannot probe"}, "iprobe");
   expect_throws<strata::usage_error>([&] { comm.split(-1, 0); }, {"split", "rank 0", "negative"}, "split with a negative color");
   all_reduce<float>(comm, "float, after rejected arguments");  // checked before NCCL: still usable
 

@@ -1,6 +1,7 @@
 #pragma once
-// The one interface every synchronizer is written against. Backends (mpi, loopback, and
-// nccl on GPUs) model it; nothing above this layer knows which one it talks to.
+// The interface every synchronizer is written against, one concept per capability. Backends
+// (mpi, loopback, and nccl on GPUs) model what they can do; nothing above this layer knows
+// which one it talks to.
 #include <concepts>
 #include <cstddef>
 #include <span>
@@ -16,53 +17,77 @@ namespace strata {
 template <class T>
 concept Element = std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, half> || std::same_as<T, bfloat16>;
 
-/// Point-to-point and collective operations over one group of ranks.
+/// A group of ranks, split by what a backend can do: collectives (every backend),
+/// point-to-point (every backend), probing (host backends only). A synchronizer asks for
+/// what it uses, so a backend that lacks a capability is refused at compile time.
 ///
 /// Non-blocking calls return a `request`; the operation's buffers must stay untouched until
-/// `wait` returns. Messages between one pair of ranks with one tag arrive in send order.
-/// Collectives must be called in the same order on every rank.
+/// `wait` returns. Collectives must be called in the same order on every rank.
 ///
 /// `split` makes sub-groups (a hierarchical all-reduce's nodes); their traffic never matches
 /// the parent's or a sibling's. `node_color` is equal exactly for the ranks that share a
 /// machine, so `split(node_color(), rank())` groups each machine's ranks.
 template <class C>
-concept Communicator = requires(C& c, const C& cc, std::span<float> f, std::span<const float> cf, std::span<double> d,
-                                std::span<const double> cd, std::span<std::byte> b, std::span<const std::byte> cb,
-                                int peer, int tag, int color, int key, typename C::request& r) {
+concept Collectives = requires(C& c, const C& cc, std::span<float> f, std::span<const float> cf, std::span<double> d,
+                               std::span<std::byte> b, std::span<const std::byte> cb, int root, int color, int key,
+                               typename C::request& r) {
   { cc.rank() } -> std::same_as<int>;
   { cc.size() } -> std::same_as<int>;
   { cc.backend_name() } -> std::convertible_to<std::string_view>;
+  { c.iallreduce_sum(f) } -> std::same_as<typename C::request>;  // in place
+  { c.iallreduce_sum(d) } -> std::same_as<typename C::request>;
+  c.allreduce_sum(f);  // in place, blocking
+  c.allreduce_sum(d);
+  c.wait(r);
+  c.broadcast(f, root);  // from rank `root`, blocking
+  c.broadcast(b, root);
+  c.barrier();
+  c.allgather(cf, f);  // blocking; any trivially copyable type; rank i's block at i * cf.size()
+  c.allgather(cb, b);
+  { c.split(color, key) } -> std::same_as<C>;  // collective; ranks of one color, ordered by (key, rank)
+  { cc.node_color() } -> std::same_as<int>;
+};
+
+/// Messages between two ranks. Messages between one pair of ranks with one tag arrive in
+/// send order; the receiver names the sender.
+template <class C>
+concept PointToPoint = requires(C& c, std::span<float> f, std::span<const float> cf, std::span<double> d,
+                                std::span<const double> cd, std::span<std::byte> b, std::span<const std::byte> cb, int peer,
+                                int tag, typename C::request& r) {
   { c.isend(cf, peer, tag) } -> std::same_as<typename C::request>;
   { c.isend(cd, peer, tag) } -> std::same_as<typename C::request>;
   { c.irecv(f, peer, tag) } -> std::same_as<typename C::request>;
   { c.irecv(d, peer, tag) } -> std::same_as<typename C::request>;
   { c.isend(cb, peer, tag) } -> std::same_as<typename C::request>;  // bytes: parameter-server messages
   { c.irecv(b, peer, tag) } -> std::same_as<typename C::request>;
-  { c.iallreduce_sum(f) } -> std::same_as<typename C::request>;  // in place
-  { c.iallreduce_sum(d) } -> std::same_as<typename C::request>;
-  c.allreduce_sum(f);     // in place, blocking
-  c.allreduce_sum(d);
   c.wait(r);
-  c.broadcast(f, peer);   // from rank `peer`, blocking
-  c.broadcast(b, peer);
-  c.barrier();
-  c.allgather(cf, f);     // blocking; any trivially copyable type; rank i's block at i * cf.size()
-  c.allgather(cb, b);
-  { c.split(color, key) } -> std::same_as<C>;  // collective; ranks of one color, ordered by (key, rank)
-  { cc.node_color() } -> std::same_as<int>;
+};
+
+/// Finding a message nobody asked for: what the parameter server's servers need, since
+/// requests arrive from any worker at any time. NCCL cannot: a receive must be posted for
+/// exactly what will arrive.
+template <class C>
+concept Probing = PointToPoint<C> && requires(C& c, int peer, int tag) {
   { c.iprobe(peer, tag) } -> std::same_as<bool>;  // a message is waiting (not received)
 };
+
+/// Every capability: what the host backends (mpi, loopback) model and host synchronizers use.
+template <class C>
+concept Communicator = Collectives<C> && PointToPoint<C> && Probing<C>;
 
 }  // namespace strata
 
 namespace strata {
 
 /// A backend's context: one communicator per purpose over the same ranks, so traffic of
-/// one kind (a blocked collective) never stalls another (parameter-server requests).
+/// one kind (a blocked collective) never stalls another (parameter-server requests). The
+/// parameter server's and the control communicator can probe; the collectives' need not
+/// (NCCL's cannot).
 template <class X>
 concept CommContext = requires(X& x) {
   x.abort();  // give up on the job: every rank stops waiting (MPI: MPI_Abort)
-  requires Communicator<std::remove_reference_t<decltype(x.collectives())>>;
+  requires Collectives<std::remove_reference_t<decltype(x.collectives())>>;
+  requires PointToPoint<std::remove_reference_t<decltype(x.collectives())>>;
   requires Communicator<std::remove_reference_t<decltype(x.parameter_server())>>;
   requires Communicator<std::remove_reference_t<decltype(x.control())>>;
 };

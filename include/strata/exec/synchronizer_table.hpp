@@ -22,7 +22,7 @@ template <class...>
 inline constexpr bool always_false = false;
 }
 
-template <ValidStrategy S, Communicator C, Optimizer O>
+template <ValidStrategy S, Collectives C, Optimizer O>
 struct synchronizer_for {
   static_assert(detail::always_false<S, C>,
                 "strata has no synchronizer for this strategy on this backend yet; the incomplete type "
@@ -33,27 +33,37 @@ struct synchronizer_for {
 
 /// Replicate + AllReduce, dense gradients, any codec, partitioned or not: bucketed data
 /// parallelism.
-template <ValidStrategy S, Communicator C, Optimizer O>
+template <ValidStrategy S, Collectives C, Optimizer O>
   requires sync::DenseAllReduceStrategy<S>
 struct synchronizer_for<S, C, O> {
   using type = sync::dense_allreduce_synchronizer<S, C, O>;
 };
 
 /// Replicate + AllReduce with SparseRows: an all-gather of each rank's touched rows.
-template <ValidStrategy S, Communicator C, Optimizer O>
+template <ValidStrategy S, Collectives C, Optimizer O>
   requires sync::SparseAllGatherStrategy<S>
 struct synchronizer_for<S, C, O> {
   using type = sync::sparse_allgather_synchronizer<S, C, O>;
 };
 
+/// The parameter server's servers find requests by probing (Probing); a backend that cannot
+/// probe is refused with this sentence.
+template <class C>
+concept ProbingForParameterServer =
+    Probing<C> ||
+    detail::unsatisfied<"PS<N> needs a communicator that can probe, since requests arrive unasked; NCCL cannot (it "
+                        "receives only what was posted): keep PS<N> variables on a host backend (mpi, loopback, or "
+                        "nccl::context's parameter_server()), or train them with staged_executor">();
+
 /// PS<N>, dense or sparse rows, any consistency: the parameter server.
-template <ValidStrategy S, Communicator C, Optimizer O>
+template <ValidStrategy S, Collectives C, Optimizer O>
   requires sync::ParameterServerStrategy<S>
 struct synchronizer_for<S, C, O> {
+  static_assert(ProbingForParameterServer<C>);
   using type = sync::ps_synchronizer<S, C, O>;
 };
 
-template <ValidStrategy S, Communicator C, Optimizer O>
+template <ValidStrategy S, Collectives C, Optimizer O>
 using synchronizer_t = typename synchronizer_for<S, C, O>::type;
 
 }  // namespace strata

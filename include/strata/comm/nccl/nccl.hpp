@@ -4,7 +4,8 @@
 // includes no MPI (the MPI bootstrap is comm/nccl/mpi_bootstrap.hpp), so one process can
 // make a one-rank communicator with `communicator::single_process()` and no launcher.
 //
-// It models the Communicator concept, with these differences from the mpi backend:
+// It models the Collectives and PointToPoint concepts, with these differences from the mpi
+// backend:
 // - Buffers are device memory of the communicator's GPU. Every operation runs on the
 //   communicator's own CUDA stream (`stream()`); data produced on another stream must be
 //   ordered before the call (`depend_on(producer)` or a synchronization).
@@ -17,10 +18,10 @@
 //   receive). Patterns that post a pair's messages in the same order on both sides, as
 //   strata's ring and tree do, match as under MPI. Bytes travel like elements (device
 //   memory too).
-// - iprobe throws usage_error: NCCL can only receive what the receiver already expects,
-//   so nothing can be probed. The parameter server, whose byte messages arrive unasked
-//   and are found by probing, runs over host memory: nccl::context's parameter_server()
-//   is an mpi communicator.
+// - It has no iprobe (it does not model Probing): NCCL can only receive what the receiver
+//   already expects. The parameter server, whose byte messages arrive unasked and are
+//   found by probing, needs Probing and is refused at compile time; it runs over host
+//   memory: nccl::context's parameter_server() is an mpi communicator.
 // - wait() synchronizes with the stream, checks NCCL's asynchronous error state while it
 //   polls, and gives up at a deadline (options::timeout): the communicator is then
 //   aborted (ncclCommAbort) and timeout_error thrown, so a dead peer cannot hang a rank.
@@ -408,14 +409,6 @@ class communicator {
     drain();
   }
 
-  /// Not available: NCCL receives only what the receiver expects, so nothing can be probed.
-  bool iprobe(int /*source*/, int /*tag*/) {
-    throw usage_error("iprobe" + detail::on_rank(rank()) +
-                      ": the nccl backend cannot probe (NCCL receives only messages the receiver already expects, "
-                      "with their size); the parameter server needs a host backend such as nccl::context's "
-                      "parameter_server()");
-  }
-
   /// Any trivially copyable type (sent as bytes), from rank `root`, in place. NCCL checks
   /// the root.
   template <class T>
@@ -552,6 +545,8 @@ class communicator {
   std::shared_ptr<detail::comm_state> state_;
 };
 
-static_assert(Communicator<communicator>);
+// No iprobe: NCCL receives only what the receiver already expects, so nothing can be probed,
+// and the parameter server (which needs Probing) is refused for it at compile time.
+static_assert(Collectives<communicator> && PointToPoint<communicator> && !Probing<communicator>);
 
 }  // namespace strata::nccl
