@@ -34,6 +34,7 @@
 #include "strata/detail/text.hpp"
 #include "strata/error.hpp"
 #include "strata/exec/signature.hpp"
+#include "strata/exec/step_bookkeeping.hpp"
 #include "strata/exec/synchronizer_table.hpp"
 #include "strata/model/model.hpp"
 #include "strata/optim/optimizer.hpp"
@@ -83,18 +84,8 @@ struct executor_options {
 
 namespace detail {
 
-/// Throws usage_error unless every hyper-parameter of `optimizer` lies in its range, found
-/// at start-up (`update` 0) or before update `update`.
-template <class O>
-void check_hyper_parameters(const O& optimizer, std::int64_t update) {
-  for (const optim::hyper_parameter& h : hyper_parameters_of(optimizer))
-    if (!h.allowed())
-      throw usage_error(fmt::format("the optimizer's {} is {} {}; it must be a number in {}", h.name, h.value,
-                                    update == 0 ? std::string("at start-up") : fmt::format("at update {}", update), h.range()));
-}
-
-/// Throws usage_error for options no executor can run with.
-inline void check_options(const executor_options& o) {
+/// Returns `o`; throws usage_error for options no executor can run with.
+inline const executor_options& check_options(const executor_options& o) {
   auto require = [](bool holds, std::string_view option, auto value, std::string_view range) {
     if (!holds) throw usage_error(fmt::format("executor_options::{} is {}; it must be {}", option, value, range));
   };
@@ -105,6 +96,7 @@ inline void check_options(const executor_options& o) {
   require(o.compression.powersgd_warmup_steps >= 0, "compression.powersgd_warmup_steps", o.compression.powersgd_warmup_steps,
           "0 or more");
   checked_timeout(o.timeout.count(), "executor_options::timeout");
+  return o;
 }
 
 /// The settings that change what crosses the wire or what the replicas compute, as signature
@@ -113,9 +105,8 @@ inline void check_options(const executor_options& o) {
 /// timeout is a rank's own affair and is not compared.
 template <class O>
 std::vector<std::string> settings_signature(const executor_options& o, const O& optimizer, bool parameter_server) {
-  std::vector<std::string> lines = {
-      setting_line("buckets.first_bucket_bytes", std::to_string(o.buckets.first_bucket_bytes)),
-      setting_line("buckets.bucket_bytes", std::to_string(o.buckets.bucket_bytes)),
+  std::vector<std::string> lines = bucket_settings(o.buckets);
+  lines.insert(lines.end(), {
       setting_line("allreduce.ring_chunk_bytes", std::to_string(o.allreduce.ring_chunk_bytes)),
       setting_line("allreduce.ring_window", std::to_string(o.allreduce.ring_window)),
       setting_line("allreduce.ranks_per_node", std::to_string(o.allreduce.ranks_per_node)),
@@ -123,11 +114,11 @@ std::vector<std::string> settings_signature(const executor_options& o, const O& 
       setting_line("compression.seed", std::to_string(o.compression.seed)),
       setting_line("compression.on_nonfinite",
                    o.compression.on_nonfinite == sync::nonfinite_policy::raise ? "raise" : "skip_step"),
-      setting_line("compression.scan_uncompressed", o.compression.scan_uncompressed ? "true" : "false")};
+      setting_line("compression.scan_uncompressed", o.compression.scan_uncompressed ? "true" : "false")});
   if (parameter_server)
     lines.push_back(setting_line("ps_servers", o.ps_servers == server_assignment::first_server ? "rank 0" : "balanced"));
-  for (const optim::hyper_parameter& h : hyper_parameters_of(optimizer))
-    lines.push_back(setting_line("optimizer." + h.name, fmt::format("{}", h.value)));
+  const std::vector<std::string> hyper_parameters = hyper_parameter_settings(optimizer);
+  lines.insert(lines.end(), hyper_parameters.begin(), hyper_parameters.end());
   return lines;
 }
 
@@ -165,10 +156,10 @@ class executor<Context, model<Strategies...>, O> {
   /// declared the same model (signature_error otherwise), then makes every replica start
   /// from rank 0's parameters; both within the deadline.
   executor(Context& context, model_type& m, O optimizer, executor_options options = {})
-      : context_(&context), model_(&m), optimizer_(std::move(optimizer)), checked_optimizer_(optimizer_), options_(options),
-        thread_(std::make_unique<sync::comm_thread>()), ready_(m.variables().size(), false) {
-    detail::check_options(options_);
-    detail::check_hyper_parameters(optimizer_, 0);
+      : context_(&context), model_(&m), optimizer_(std::move(optimizer)), checked_optimizer_(optimizer_),
+        options_(detail::check_options(options)), steps_(names_of(m.variables()), options_.accumulation_steps),
+        thread_(std::make_unique<sync::comm_thread>()) {
+    check_hyper_parameters(optimizer_, 0);
     within_deadline("start-up (the model-signature check and the parameter broadcast)", [&] {
       // The handshake runs before any synchronizer talks to other ranks.
       std::vector<std::string> signature =
@@ -201,12 +192,8 @@ class executor<Context, model<Strategies...>, O> {
   /// communicating while backward goes on. Optional: step() handles unmarked variables, but
   /// once one variable of a step is marked, all must be.
   void grad_ready(variable_id v) {
-    if (ready_.at(v.index))
-      throw usage_error(fmt::format("grad_ready(\"{}\") called twice in one step; mark each gradient once between steps",
-                                    (*model_)[v].name));
-    ready_[v.index] = true;
-    overlapping_ = true;
-    visit(model_->strategy_of(v), [&](auto& s) { s.gradient_ready(local_[v.index], phase()); });
+    steps_.mark_ready(v.index);
+    visit(model_->strategy_of(v), [&](auto& s) { s.gradient_ready(local_[v.index], steps_.phase(updates_)); });
   }
   void grad_ready(std::string_view name) { grad_ready(model_->id(name)); }
 
@@ -214,8 +201,8 @@ class executor<Context, model<Strategies...>, O> {
   /// updates the parameters (returns updated = true); otherwise it only accumulates.
   step_stats step() {
     const auto start = std::chrono::steady_clock::now();
-    if (overlapping_) require_all_ready();
-    const micro_step m = phase();
+    steps_.require_all_ready();
+    const micro_step m = steps_.phase(updates_);
     if (m.last && step_is_collective) announce();
     std::apply([&](auto&... s) { (s.flush(m), ...); }, *synchronizers_);
     step_stats stats;
@@ -228,9 +215,7 @@ class executor<Context, model<Strategies...>, O> {
       give_up(fmt::format("update {}, in {}", updates_ + 1, stall.what()), stall.waited_for);
     }
     if (m.last && step_is_collective) collect_announcements();
-    micro_ = m.last ? 0 : micro_ + 1;
-    ready_.assign(ready_.size(), false);
-    overlapping_ = false;
+    steps_.end_micro_batch();
     total_ += stats;
     if (m.last && nonfinite) {
       // Every rank saw the same non-finite sum, so every rank decides the same way.
@@ -255,7 +240,7 @@ class executor<Context, model<Strategies...>, O> {
   /// server, blocks under BSP/SSP until the servers may answer; a replicated table is always
   /// current, so only the rows are checked). Rows may repeat.
   void pull(variable_id v, std::span<const std::uint32_t> rows) {
-    if (overlapping_)
+    if (steps_.marking())
       throw usage_error(fmt::format("pull(\"{}\") after grad_ready in the same micro-batch; pull the rows a micro-batch "
                                     "reads before its backward",
                                     (*model_)[v].name));
@@ -308,7 +293,7 @@ class executor<Context, model<Strategies...>, O> {
   /// Collective: saves a checkpoint of the state after `updates()` updates, with the user's
   /// `meta` (data position, random state) beside it. Call it between updates.
   void save_checkpoint(const ckpt::store& store, const ckpt::metadata& meta = {}) {
-    require_between_updates("save_checkpoint");
+    steps_.require_between_updates("save_checkpoint");
     const ckpt::state_set tensors = state();
     const std::string nonfinite = first_nonfinite(tensors);
     within_deadline(fmt::format("saving checkpoint {}", store.folder_of(updates_).string()), [&] {
@@ -329,7 +314,7 @@ class executor<Context, model<Strategies...>, O> {
   /// metadata, or nullopt when `store` holds no checkpoint. Any world size or partitioning
   /// may have saved it.
   std::optional<ckpt::restored_checkpoint> restore_checkpoint(const ckpt::store& store) {
-    require_between_updates("restore_checkpoint");
+    steps_.require_between_updates("restore_checkpoint");
     const ckpt::state_set tensors = state();
     std::optional<ckpt::restored_checkpoint> restored;
     within_deadline(fmt::format("restoring a checkpoint from {}", store.directory().string()),
@@ -386,7 +371,7 @@ class executor<Context, model<Strategies...>, O> {
     if constexpr (std::is_trivially_copyable_v<O>)
       if (std::memcmp(static_cast<const void*>(&optimizer_), static_cast<const void*>(&checked_optimizer_), sizeof(O)) == 0)
         return;
-    detail::check_hyper_parameters(optimizer_, updates_ + 1);
+    check_hyper_parameters(optimizer_, updates_ + 1);
     checked_optimizer_ = optimizer_;
   }
 
@@ -408,23 +393,10 @@ class executor<Context, model<Strategies...>, O> {
     return n;
   }
 
-  micro_step phase() const {
-    return {micro_ == 0, micro_ + 1 == options_.accumulation_steps, options_.accumulation_steps, updates_ + 1};
-  }
-
-  void require_between_updates(std::string_view call) const {
-    if (micro_ != 0 || overlapping_)
-      throw usage_error(fmt::format("{}() in the middle of an update ({} of {} micro-batches done); call it after the "
-                                    "step() that updates the parameters",
-                                    call, micro_, options_.accumulation_steps));
-  }
-
-  void require_all_ready() const {
-    for (std::size_t i = 0; i < ready_.size(); ++i)
-      if (!ready_[i])
-        throw usage_error(fmt::format("step(): the gradient of \"{}\" was never marked ready, but others were; call "
-                                      "grad_ready for every variable in a step, or for none",
-                                      model_->variables()[i].name));
+  static std::vector<std::string> names_of(std::span<const variable_binding> variables) {
+    std::vector<std::string> names;
+    for (const variable_binding& v : variables) names.push_back(v.name);
+    return names;
   }
 
   // Arrival announcements: when a rank reaches step() (its backward pass done) it tells every
@@ -530,16 +502,14 @@ class executor<Context, model<Strategies...>, O> {
   O optimizer_;
   O checked_optimizer_;  // as last found in range
   executor_options options_;
+  step_bookkeeping steps_;  // ready marks and micro-batches
   std::unique_ptr<sync::comm_thread> thread_;
   std::conditional_t<has_parameter_server, std::unique_ptr<ps_service>, std::nullptr_t> ps_{};
   std::optional<std::tuple<synchronizer_t<Strategies, comm_type, O>...>> synchronizers_;  // made at start-up
-  std::vector<bool> ready_;
   std::vector<std::size_t> local_;  // index of each variable within its synchronizer
-  bool overlapping_ = false;
   bool announced_ = false;
   double announced_update_ = 0.0;
   std::vector<typename std::remove_reference_t<decltype(std::declval<Context&>().control())>::request> announcements_;
-  int micro_ = 0;
   std::int64_t updates_ = 0;
   sync_stats total_;
 };

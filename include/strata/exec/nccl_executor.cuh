@@ -66,12 +66,15 @@
 #include "strata/cuda/optimizer.cuh"
 #include "strata/cuda/pack.cuh"
 #include "strata/error.hpp"
+#include "strata/exec/device_signature.hpp"
 #include "strata/exec/signature_check.hpp"
+#include "strata/exec/step_bookkeeping.hpp"
 #include "strata/model/device_variable.hpp"
 #include "strata/numeric/float16.hpp"
 #include "strata/optim/adam.hpp"
 #include "strata/optim/sgd.hpp"
 #include "strata/sync/device_buckets.hpp"
+#include "strata/sync/launch_order.hpp"
 #include "strata/sync/stats.hpp"
 
 namespace strata {
@@ -155,13 +158,12 @@ class nccl_executor {
   nccl_executor(nccl::communicator comm, std::vector<device_variable_binding> variables, O optimizer,
                 nccl_executor_options options = {})
       : comm_(std::move(comm)), variables_(std::move(variables)), optimizer_(std::move(optimizer)),
-        accumulation_steps_(options.accumulation_steps), ready_(variables_.size(), false) {
-    if (accumulation_steps_ < 1)
-      throw usage_error("nccl_executor on rank " + std::to_string(comm_.rank()) + ": accumulation_steps must be at least 1, "
-                        "got " + std::to_string(accumulation_steps_));
+        steps_(device_variable_names(variables_), options.accumulation_steps) {
+    check_hyper_parameters(optimizer_, 0);
     require_current_device();
     check_bindings();
-    check_signatures(detail::gather_lines(comm_.size(), signature(options.buckets),
+    check_signatures(detail::gather_lines(comm_.size(), device_signature(variables_, comm_.size(), options.buckets,
+                                                                         steps_.accumulation_steps(), optimizer_),
                                           [this](auto mine, auto all) { allgather_from_host(mine, all); }));
     for (std::size_t i = 0; i < variables_.size(); ++i) events_.push_back(make_event());
     updated_ = make_event();
@@ -193,16 +195,9 @@ class nccl_executor {
   /// once every member is marked. Optional: without it, step() takes every gradient from
   /// its stream; but once one variable of a step is marked, all must be.
   void grad_ready(std::size_t v, cudaStream_t stream) {
-    if (v >= variables_.size())
-      throw usage_error("grad_ready(" + std::to_string(v) + ") on rank " + std::to_string(comm_.rank()) + ": the model has " +
-                        std::to_string(variables_.size()) + " variables");
-    if (ready_[v])
-      throw usage_error("grad_ready(\"" + variables_[v].name + "\") called twice in one step; mark each gradient once "
-                        "between steps");
-    ready_[v] = true;
-    marked_ = true;
+    steps_.mark_ready(v);
     record(events_[v], stream, [&] { return "grad_ready(\"" + variables_[v].name + "\")"; });
-    --buckets_[bucket_of_[v]].pending;
+    order_.member_ready(bucket_of_[v]);
     launch_complete_buckets();
   }
   void grad_ready(std::string_view name, cudaStream_t stream) { grad_ready(index(name), stream); }
@@ -213,24 +208,21 @@ class nccl_executor {
   /// reductions. Returns at once, true when it enqueued an update: that is done, and the
   /// gradients were read, when the event parameters_ready() waits on has completed.
   bool step(cudaStream_t stream = nullptr) {
-    if (marked_) {
-      require_all_ready();
+    if (steps_.marking()) {
+      steps_.require_all_ready();
     } else {  // every gradient is the work queued so far on `stream`: one event orders them all
       comm_.depend_on(stream);
-      for (bucket& b : buckets_) b.pending = 0;
+      order_.all_ready();
       launch_complete_buckets();
     }
-    const bool last = last_micro_batch();
+    const bool last = steps_.phase(updates_).last;
     if (last) {
       ++updates_;
       for (bucket& b : buckets_) std::visit([&](auto& data) { update(b, data); }, b.data);
     }
     record(updated_, comm_.stream(), [] { return std::string("step()"); });
-    for (bucket& b : buckets_) b.pending = b.members.size();
-    ready_.assign(ready_.size(), false);
-    marked_ = false;
-    launched_ = 0;
-    micro_ = last ? 0 : micro_ + 1;
+    order_.reset();
+    steps_.end_micro_batch();
     return last;
   }
 
@@ -306,7 +298,6 @@ class nccl_executor {
   struct bucket {
     std::vector<std::size_t> members, offsets;
     std::size_t elements;  // of the members; the wire may be longer
-    std::size_t pending;   // members not yet marked this step
     bool sharded;
     sync::bucket_slices slices;  // sharded only
     cuda::device_buffer<float> accumulated;  // the earlier micro-batches' sum (accumulation only)
@@ -337,32 +328,17 @@ class nccl_executor {
     }
   }
 
-  /// A line per fact that decides the collectives: the library, the world, the bucket
-  /// sizes and the micro-batches per update, then every variable (name, shape, element
-  /// type, wire type, placement).
-  std::vector<std::string> signature(const sync::bucket_options& buckets) const {
-    std::vector<std::string> lines = {signature_header(comm_.size()),
-                                      setting_line("accumulation_steps", std::to_string(accumulation_steps_)),
-                                      setting_line("buckets.bucket_bytes", std::to_string(buckets.bucket_bytes)),
-                                      setting_line("buckets.first_bucket_bytes", std::to_string(buckets.first_bucket_bytes))};
-    for (const device_variable_binding& v : variables_)
-      lines.push_back("variable \"" + v.name + "\" " + detail::shape_text(v.shape) + " " +
-                      std::string(element_type_name(v.type)) + " as " + std::string(element_type_name(v.wire)) +
-                      (v.sharded ? " PS" : " replicated"));
-    return lines;
-  }
-
-  /// The nccl communicator's all-gather for host data (the signature), staged through
+  /// The nccl communicator's all-gather for host data (the signature), copied through
   /// device memory; blocks the host.
   template <class T>
   void allgather_from_host(std::span<const T> mine, std::span<T> all) {
     const cudaStream_t stream = comm_.stream();
-    cuda::device_buffer<T> staged(all.size(), stream);
-    const std::span<T> own = staged.span().subspan(static_cast<std::size_t>(comm_.rank()) * mine.size(), mine.size());
+    cuda::device_buffer<T> gathered(all.size(), stream);
+    const std::span<T> own = gathered.span().subspan(static_cast<std::size_t>(comm_.rank()) * mine.size(), mine.size());
     nccl::detail::check_cuda(cudaMemcpyAsync(own.data(), mine.data(), mine.size_bytes(), cudaMemcpyHostToDevice, stream),
                              "cudaMemcpyAsync (the model signature)", comm_.rank());
-    comm_.allgather(std::span<const T>(own), staged.span());
-    nccl::detail::check_cuda(cudaMemcpyAsync(all.data(), staged.data(), all.size_bytes(), cudaMemcpyDeviceToHost, stream),
+    comm_.allgather(std::span<const T>(own), gathered.span());
+    nccl::detail::check_cuda(cudaMemcpyAsync(all.data(), gathered.data(), all.size_bytes(), cudaMemcpyDeviceToHost, stream),
                              "cudaMemcpyAsync (the model signature)", comm_.rank());
     nccl::detail::check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (the model signature)", comm_.rank());
   }
@@ -395,8 +371,10 @@ class nccl_executor {
 
   void plan(const sync::bucket_options& options) {
     bucket_of_.resize(variables_.size());
+    std::vector<std::size_t> members;
     for (sync::typed_bucket& planned : sync::plan_device_buckets(variables_, options)) {
       for (std::size_t m : planned.layout.members) bucket_of_[m] = buckets_.size();
+      members.push_back(planned.layout.members.size());
       if (planned.wire != planned.type) {  // fp32 narrowed by Compress<...>
         buckets_.push_back(planned.wire == element_type::fp16 ? make_compressed_bucket<half>(planned)
                                                               : make_compressed_bucket<bfloat16>(planned));
@@ -408,6 +386,7 @@ class nccl_executor {
         case element_type::bf16: buckets_.push_back(make_bucket<bfloat16>(planned)); break;
       }
     }
+    order_ = sync::launch_order(std::move(members));
   }
 
   template <class T>
@@ -431,8 +410,7 @@ class nccl_executor {
       data.params->pack(data.wire.span().first(n), stream);
       cuda::scaled_widen<T>(updated_range(planned.sharded, slices, data.wire.span()), data.master32.span(), 1.0f, stream);
     }
-    return {layout.members, layout.offsets, n, layout.members.size(), planned.sharded, slices, accumulator(n),
-            std::move(data)};
+    return {layout.members, layout.offsets, n, planned.sharded, slices, accumulator(n), std::move(data)};
   }
 
   template <class W>
@@ -444,26 +422,25 @@ class nccl_executor {
         cuda::bucket_packer<float>(spans_of<float>(layout.members, &device_variable_binding::grad), stream),
         cuda::device_buffer<float>(n, stream), cuda::device_buffer<W>(n, stream),
         detail::device_optimizer_state<O>(optimizer_, n, stream)};
-    return {layout.members, layout.offsets, n, layout.members.size(), false, {n, n}, accumulator(n), std::move(data)};
+    return {layout.members, layout.offsets, n, false, {n, n}, accumulator(n), std::move(data)};
   }
 
   cuda::device_buffer<float> accumulator(std::size_t n) const {
-    return cuda::device_buffer<float>(accumulation_steps_ > 1 ? n : 0, comm_.stream());
+    return cuda::device_buffer<float>(steps_.accumulation_steps() > 1 ? n : 0, comm_.stream());
   }
-
-  bool last_micro_batch() const { return micro_ + 1 == accumulation_steps_; }
 
   /// Folds this micro-batch's packed gradients into the bucket's sum; on the last one the
   /// mean over the micro-batches replaces them (before any 16-bit rounding, so the wire
   /// keeps the headroom of one gradient). Returns whether they are now ready to reduce.
   template <class T>
   bool accumulate(bucket& b, std::span<T> packed) {
-    if (accumulation_steps_ == 1) return true;
+    const micro_step m = steps_.phase(updates_);
+    if (m.micro_batches == 1) return true;
     const cudaStream_t stream = comm_.stream();
-    if (micro_ == 0) cuda::scaled_widen<T>(packed, b.accumulated.span(), 1.0f, stream);
+    if (m.first) cuda::scaled_widen<T>(packed, b.accumulated.span(), 1.0f, stream);
     else cuda::accumulate<T>(packed, b.accumulated.span(), stream);
-    if (!last_micro_batch()) return false;
-    cuda::scaled_narrow<T>(b.accumulated.span(), packed, 1.0f / static_cast<float>(accumulation_steps_), stream);
+    if (!m.last) return false;
+    cuda::scaled_narrow<T>(b.accumulated.span(), packed, 1.0f / static_cast<float>(m.micro_batches), stream);
     return true;
   }
 
@@ -476,15 +453,15 @@ class nccl_executor {
   /// Starts, in bucket order, every bucket whose gradients are all marked (after their
   /// grad_ready events; unmarked, step() has ordered the stream already).
   void launch_complete_buckets() {
-    for (; launched_ < buckets_.size() && buckets_[launched_].pending == 0; ++launched_) {
-      bucket& b = buckets_[launched_];
-      if (marked_)
+    order_.start_ready([&](std::size_t i) {
+      bucket& b = buckets_[i];
+      if (steps_.marking())
         for (std::size_t m : b.members)
           if (const cudaError_t status = cudaStreamWaitEvent(comm_.stream(), events_[m], 0); status != cudaSuccess)
             nccl::detail::check_cuda(status, "cudaStreamWaitEvent (the gradient of \"" + variables_[m].name + "\")",
                                      comm_.rank());
       std::visit([&](auto& data) { start_reduction(b, data); }, b.data);
-    }
+    });
   }
 
   template <class T>
@@ -553,26 +530,15 @@ class nccl_executor {
     data.params->unpack(wire.first(b.elements), stream);
   }
 
-  void require_all_ready() const {
-    for (std::size_t i = 0; i < ready_.size(); ++i)
-      if (!ready_[i])
-        throw usage_error("step() on rank " + std::to_string(comm_.rank()) + ": the gradient of \"" + variables_[i].name +
-                          "\" was never marked ready, but others were; call grad_ready for every variable in a step, "
-                          "or for none");
-  }
-
   nccl::communicator comm_;
   std::vector<device_variable_binding> variables_;
   O optimizer_;
-  int accumulation_steps_;
-  std::vector<bool> ready_;
-  bool marked_ = false;
+  step_bookkeeping steps_;  // ready marks and micro-batches, as the host executor keeps them
   std::vector<cudaEvent_t> events_;  // one per variable: its gradient is final
   cudaEvent_t updated_ = nullptr;    // the last update (or the start-up) is done
   std::vector<bucket> buckets_;      // in launch order
   std::vector<std::size_t> bucket_of_;
-  std::size_t launched_ = 0;  // buckets launched this step (a prefix)
-  int micro_ = 0;             // micro-batches of this update already stepped
+  sync::launch_order order_{{}};
   std::int64_t updates_ = 0;
 };
 

@@ -14,6 +14,8 @@
 
 #include "strata/config.hpp"
 #include "strata/error.hpp"
+#include "strata/optim/optimizer.hpp"
+#include "strata/sync/bucket_plan.hpp"
 
 namespace strata {
 
@@ -74,6 +76,22 @@ std::vector<std::vector<std::string>> gather_lines(int ranks, const std::vector<
 /// A signature line for a setting that must agree across ranks: "setting <name> = <value>".
 inline std::string setting_line(std::string_view name, std::string_view value) {
   return "setting " + std::string(name) + " = " + std::string(value);
+}
+
+/// The setting lines of the fusion buckets' sizes: different sizes pair unrelated buffers.
+inline std::vector<std::string> bucket_settings(const sync::bucket_options& buckets) {
+  return {setting_line("buckets.first_bucket_bytes", std::to_string(buckets.first_bucket_bytes)),
+          setting_line("buckets.bucket_bytes", std::to_string(buckets.bucket_bytes))};
+}
+
+/// The setting lines of an optimizer's hyper-parameters ("optimizer.lr", ...): replicas that
+/// update with different settings drift apart in silence.
+template <class O>
+std::vector<std::string> hyper_parameter_settings(const O& optimizer) {
+  std::vector<std::string> lines;
+  for (const optim::hyper_parameter& h : hyper_parameters_of(optimizer))
+    lines.push_back(setting_line("optimizer." + h.name, h.value_text()));
+  return lines;
 }
 
 /// Throws signature_error unless every rank's signature (`all[r]`, a line per fact) equals

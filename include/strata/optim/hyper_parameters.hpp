@@ -3,6 +3,7 @@
 // code checks them (a NaN or negative learning rate is refused before it reaches the model)
 // and puts them in the start-up signature (replicas that update with different settings
 // would silently drift apart).
+#include <charconv>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -18,6 +19,11 @@ struct hyper_parameter {
 
   bool allowed() const {
     return std::isfinite(value) && (low_open ? value > low : value >= low) && (high_open ? value < high : value <= high);
+  }
+  /// The value, shortest that reads back exactly: "0.1", "1e-08".
+  std::string value_text() const {
+    char text[32];
+    return {text, std::to_chars(text, text + sizeof text, value).ptr};
   }
   /// The range as "[0, 1)" or "(0, inf)".
   std::string range() const {

@@ -3,8 +3,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "strata/error.hpp"
 #include "strata/optim/adagrad.hpp"
 #include "strata/optim/adam.hpp"
 #include "strata/optim/sgd.hpp"
@@ -49,6 +51,17 @@ template <class O>
 std::vector<optim::hyper_parameter> hyper_parameters_of(const O& optimizer) {
   if constexpr (requires { optimizer.hyper_parameters(); }) return optimizer.hyper_parameters();
   else return {};
+}
+
+/// Throws usage_error unless every hyper-parameter of `optimizer` lies in its range, found
+/// at start-up (`update` 0) or before update `update`.
+template <class O>
+void check_hyper_parameters(const O& optimizer, std::int64_t update) {
+  for (const optim::hyper_parameter& h : hyper_parameters_of(optimizer))
+    if (!h.allowed())
+      throw usage_error("the optimizer's " + h.name + " is " + h.value_text() + " " +
+                        (update == 0 ? std::string("at start-up") : "at update " + std::to_string(update)) +
+                        "; it must be a number in " + h.range());
 }
 
 /// Bytes of one variable's optimizer state.

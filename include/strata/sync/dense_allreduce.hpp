@@ -3,7 +3,7 @@
 // all ranks as soon as their gradients are all ready, then the optimizer on every rank.
 //
 // A bucket is a list of its members' own gradient buffers: uncompressed rings reduce them
-// in place, so no gradient is copied into a staging buffer and back (a gradient must
+// in place, so no gradient is copied into a separate buffer and back (a gradient must
 // therefore stay untouched from grad_ready until step() returns). Compression is a bucket
 // reducer chosen by the strategy's codec (compress/reducers.hpp). Partitioned variables
 // (Partition<Axis, Shards>) enter the buckets as separate parts, each reduced on its own.
@@ -30,6 +30,7 @@
 #include "strata/sync/comm_thread.hpp"
 #include "strata/sync/compress/bucket.hpp"
 #include "strata/sync/compress/reducers.hpp"
+#include "strata/sync/launch_order.hpp"
 #include "strata/sync/partition.hpp"
 #include "strata/sync/resources.hpp"
 #include "strata/sync/span_list.hpp"
@@ -119,20 +120,20 @@ class dense_allreduce_synchronizer {
         pieces_.push_back(std::move(piece));
     }
     build_buckets(options);
-    staged_.assign(variables_.size(), false);
+    collected_.assign(variables_.size(), false);
   }
 
-  /// Variable `k`'s gradient is final for this micro-batch: stage it, and start every bucket
+  /// Variable `k`'s gradient is final for this micro-batch: collect it into its buckets, and start every bucket
   /// that is complete and next in order (launch order must be the same on every rank).
   void gradient_ready(std::size_t k, micro_step m) {
-    stage(k, m);
+    collect(k, m);
     if (m.last) launch_complete_buckets(m);
   }
 
-  /// Stages whatever was not marked ready and starts the remaining buckets.
+  /// Collects whatever was not marked ready and starts the remaining buckets.
   void flush(micro_step m) {
     for (std::size_t k = 0; k < variables_.size(); ++k)
-      if (!staged_[k]) stage(k, m);
+      if (!collected_[k]) collect(k, m);
     if (m.last) launch_complete_buckets(m);
   }
 
@@ -154,10 +155,9 @@ class dense_allreduce_synchronizer {
         stats.bytes_sent += b.result.bytes_sent;
         if (!nonfinite) nonfinite = b.result.nonfinite;
       }
-      next_launch_ = 0;
     }
-    for (bucket& b : buckets_) b.staged = 0;
-    staged_.assign(variables_.size(), false);
+    order_.reset();
+    collected_.assign(variables_.size(), false);
     return stats;
   }
 
@@ -168,8 +168,6 @@ class dense_allreduce_synchronizer {
   }
 
   std::span<const variable_binding> variables() const { return variables_; }
-  std::size_t bucket_count() const { return buckets_.size(); }
-
   void add_memory(memory_use& use) { add_replicated_memory<O>(use, states_); }
 
   /// The state a checkpoint keeps: parameters and optimizer state (replicated), each
@@ -214,7 +212,6 @@ class dense_allreduce_synchronizer {
     std::vector<bucket_item> items;  // the pieces, for codecs and error messages
     std::optional<reducer> reduce;
     std::vector<float> accumulated;  // sum of earlier micro-batches (accumulation only)
-    std::size_t pieces = 0, staged = 0;
     std::future<void> done;
     bucket_result result;
     double seconds = 0.0;
@@ -234,6 +231,7 @@ class dense_allreduce_synchronizer {
     std::vector<std::size_t> elements;
     for (const gradient_piece& piece : pieces_) elements.push_back(piece.elements());
     home_.resize(pieces_.size());
+    std::vector<std::size_t> members;
     for (const bucket_layout& layout : plan_buckets(elements, sizeof(float), options.buckets)) {
       bucket& b = buckets_.emplace_back();
       std::vector<std::span<float>> blocks;
@@ -246,21 +244,22 @@ class dense_allreduce_synchronizer {
         home_[layout.members[i]] = {buckets_.size() - 1, layout.offsets[i]};
       }
       b.grads = span_list<float>(std::move(blocks));
-      b.pieces = layout.members.size();
+      members.push_back(layout.members.size());
       b.reduce.emplace(options.allreduce, options.compression, b.items);
     }
+    order_ = launch_order(std::move(members));
   }
 
-  /// Marks variable k's pieces staged. Accumulation: micro-batches before the last add into
+  /// Marks variable k's pieces collected into their buckets. Accumulation: micro-batches before the last add into
   /// the bucket's own buffer; the last adds that sum into the gradient, reduced in place.
-  void stage(std::size_t k, micro_step m) {
+  void collect(std::size_t k, micro_step m) {
     for (std::size_t i = first_piece_[k]; i < pieces_.size() && pieces_[i].variable == k; ++i) {
       const position at = home_[i];
       bucket& b = buckets_[at.bucket];
       if (m.micro_batches > 1) accumulate(b, at.offset, pieces_[i].elements(), m);
-      ++b.staged;
+      order_.member_ready(at.bucket);
     }
-    staged_[k] = true;
+    collected_[k] = true;
   }
 
   static void accumulate(bucket& b, std::size_t offset, std::size_t elements, micro_step m) {
@@ -276,14 +275,14 @@ class dense_allreduce_synchronizer {
 
   void launch_complete_buckets(micro_step m) {
     const float scale = 1.0f / static_cast<float>(comm_->size() * m.micro_batches);
-    while (next_launch_ < buckets_.size() && buckets_[next_launch_].staged == buckets_[next_launch_].pieces) {
-      bucket& b = buckets_[next_launch_++];
+    order_.start_ready([&](std::size_t i) {
+      bucket& b = buckets_[i];
       b.done = thread_->submit([this, &b, scale, update = m.update] {
         const auto start = std::chrono::steady_clock::now();
         b.result = (*b.reduce)(*comm_, bucket_view{b.grads, b.items, update}, scale);
         b.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       });
-    }
+    });
   }
 
   C* comm_;
@@ -294,8 +293,8 @@ class dense_allreduce_synchronizer {
   std::vector<std::size_t> first_piece_;  // per variable
   std::vector<bucket> buckets_;
   std::vector<position> home_;  // where each piece lives in the buckets
-  std::vector<bool> staged_;    // per variable, this micro-batch
-  std::size_t next_launch_ = 0;
+  std::vector<bool> collected_;    // per variable, this micro-batch
+  launch_order order_{{}};
 };
 
 }  // namespace strata::sync
