@@ -24,7 +24,7 @@ void check_sizes(const std::vector<std::size_t>& sizes, const std::string& what)
     device_spans.push_back(device.back().span());
   }
   const strata::cuda::bucket_packer<float> packer(std::span<const std::span<float>>(device_spans), nullptr);
-  const auto layout = strata::kernels::bucket_layout<float>(host_spans);
+  const auto layout = strata::kernels::bucket_parts<float>(host_spans);
   std::vector<float> host_bucket(packer.size());
   strata::kernels::pack<float>(layout, host_bucket);
   strata::cuda::device_buffer<float> bucket(packer.size(), nullptr);

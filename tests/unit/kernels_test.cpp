@@ -103,7 +103,7 @@ TEST_CASE("sizes that disagree are rejected with both sizes named", "[kernels]")
 TEST_CASE("pack lays buffers end to end and unpack restores them", "[kernels][pack]") {
   std::vector<std::vector<float>> buffers = {normal_values(5, 2), {}, normal_values(1024, 3), normal_values(17, 4)};
   std::vector<std::span<float>> spans(buffers.begin(), buffers.end());
-  const auto layout = kernels::bucket_layout<float>(spans);
+  const auto layout = kernels::bucket_parts<float>(spans);
   std::vector<float> expected;
   for (const auto& b : buffers) expected.insert(expected.end(), b.begin(), b.end());
   REQUIRE(kernels::bucket_size<float>(layout) == expected.size());

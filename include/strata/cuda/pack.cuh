@@ -1,6 +1,6 @@
 #pragma once
 // kernels::pack and unpack on the GPU for a fixed list of device buffers (a fusion
-// bucket's gradients): one launch moves them all. The layout (kernels::bucket_layout) is
+// bucket's gradients): one launch moves them all. The parts (kernels::bucket_parts) are
 // uploaded once, when the packer is made; block row y of the grid copies buffer y.
 #include <cuda_runtime_api.h>
 
@@ -43,7 +43,7 @@ template <class T>
 class bucket_packer {
  public:
   bucket_packer(std::span<const std::span<T>> buffers, cudaStream_t stream)
-      : parts_(kernels::bucket_layout(buffers)), table_(parts_.size(), stream) {
+      : parts_(kernels::bucket_parts(buffers)), table_(parts_.size(), stream) {
     for (const kernels::bucket_part<T>& p : parts_) {
       largest_ = std::max(largest_, p.size);
       vectorizable_ = vectorizable_ && aligned(p.data) && p.offset % fragment == 0;

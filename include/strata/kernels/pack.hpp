@@ -1,6 +1,6 @@
 #pragma once
 // Packing several buffers into one contiguous bucket and back: one transfer, or one cast,
-// for many small gradients. The layout (where each buffer lies in the bucket) is computed
+// for many small gradients. The parts (where each buffer lies in the bucket) are computed
 // here once and used by the host functions and by cuda::bucket_packer alike.
 #include <algorithm>
 #include <cstddef>
@@ -20,7 +20,7 @@ struct bucket_part {
 
 /// The buffers laid end to end, in the order given.
 template <class T>
-std::vector<bucket_part<T>> bucket_layout(std::span<const std::span<T>> buffers) {
+std::vector<bucket_part<T>> bucket_parts(std::span<const std::span<T>> buffers) {
   std::vector<bucket_part<T>> parts;
   parts.reserve(buffers.size());
   std::size_t offset = 0;

@@ -2,7 +2,6 @@
 // One background thread that runs communication jobs in submission order. Collectives
 // must be issued in the same order on every rank; a single FIFO thread guarantees that,
 // and lets them proceed while the training thread computes the rest of backward.
-#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -37,12 +36,6 @@ class comm_thread {
     return done;
   }
 
-  /// Seconds this thread has spent running jobs (read after their futures completed).
-  double busy_seconds() const {
-    std::lock_guard lock(mutex_);
-    return busy_seconds_;
-  }
-
  private:
   void run(std::stop_token stop) {
     for (;;) {
@@ -54,18 +47,13 @@ class comm_thread {
         job = std::move(jobs_.front());
         jobs_.pop_front();
       }
-      const auto start = std::chrono::steady_clock::now();
       job();
-      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-      std::lock_guard lock(mutex_);
-      busy_seconds_ += took.count();
     }
   }
 
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::packaged_task<void()>> jobs_;
-  double busy_seconds_ = 0.0;
   std::jthread worker_;  // last: starts after, and joins before, the members it uses
 };
 

@@ -1,7 +1,7 @@
 #pragma once
 // Several spans addressed as one buffer. A fusion bucket is the list of its members'
 // gradient buffers, so collectives read and write the user's memory directly instead of
-// copying every gradient into a staging buffer and back.
+// copying every gradient into one contiguous buffer and back.
 #include <algorithm>
 #include <cstddef>
 #include <span>

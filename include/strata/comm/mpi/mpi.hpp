@@ -101,8 +101,7 @@ class communicator {
   };
 
   /// `node_color`: equal exactly for the ranks of `comm` that share a machine.
-  communicator(MPI_Comm comm, std::string_view purpose, int node_color)
-      : comm_(comm), purpose_(purpose), node_color_(node_color) {
+  communicator(MPI_Comm comm, int node_color) : comm_(comm), node_color_(node_color) {
     check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
   }
@@ -110,8 +109,6 @@ class communicator {
   int rank() const { return rank_; }
   int size() const { return size_; }
   std::string_view backend_name() const { return "mpi"; }
-  /// What the context made it for; a split communicator keeps its parent's purpose.
-  std::string_view purpose() const { return purpose_; }
   int node_color() const { return node_color_; }
   MPI_Comm native_handle() const { return comm_; }
 
@@ -182,7 +179,7 @@ class communicator {
     check(MPI_Comm_split(comm_, color, key, &c), "MPI_Comm_split", rank_);
     auto owner = std::shared_ptr<MPI_Comm>(new MPI_Comm(c), free_comm);
     check(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", rank_);
-    communicator child(c, purpose_, node_color_);
+    communicator child(c, node_color_);
     child.owner_ = std::move(owner);
     return child;
   }
@@ -204,7 +201,6 @@ class communicator {
 
   MPI_Comm comm_;
   std::shared_ptr<MPI_Comm> owner_;  // set when this communicator frees comm_
-  std::string_view purpose_;
   int node_color_;
   int rank_ = 0;
   int size_ = 1;
@@ -276,9 +272,9 @@ class context {
     check(MPI_Comm_rank(node, &local_rank_), "MPI_Comm_rank");
     check(MPI_Comm_size(node, &local_size_), "MPI_Comm_size");
     const int node_color = first_world_rank(node);
-    world_.emplace(dup(MPI_COMM_WORLD), "control", node_color);
-    collectives_.emplace(dup(MPI_COMM_WORLD), "collectives", node_color);
-    parameter_server_.emplace(dup(MPI_COMM_WORLD), "parameter_server", node_color);
+    world_.emplace(dup(MPI_COMM_WORLD), node_color);  // control
+    collectives_.emplace(dup(MPI_COMM_WORLD), node_color);
+    parameter_server_.emplace(dup(MPI_COMM_WORLD), node_color);
   }
 
   // The machine's first rank names it: a color every communicator's split can use.

@@ -34,7 +34,7 @@ template <class Algorithm, Communicator C, Element T>
 class allreduce;  // specialized below, one per algorithm
 
 /// The communication library's own all-reduce, which needs one contiguous buffer: a single
-/// buffer is reduced in place, several are staged through a copy. Bytes are the algorithmic
+/// buffer is reduced in place, several are copied into one buffer and back. Bytes are the algorithmic
 /// estimate. It is the blocking call: it already runs on the communication thread, and
 /// MPI's blocking all-reduce is much faster than its non-blocking one.
 template <Communicator C, Element T>
@@ -50,7 +50,7 @@ class allreduce<Native, C, T> {
     } else {
       data.for_each(0, data.size(), [&](std::size_t offset, std::span<T> s) {
         for (std::size_t k = 0; k < s.size(); ++k) {
-          s[k] = staging_[offset + k];
+          s[k] = contiguous_[offset + k];
           if (scale != T{1}) s[k] *= scale;
         }
       });
@@ -61,15 +61,15 @@ class allreduce<Native, C, T> {
  private:
   std::span<T> contiguous(const span_list<T>& data) {
     if (data.parts().size() == 1) return data.parts()[0];
-    staging_.resize(data.size());
-    data.for_each(0, data.size(), [&](std::size_t offset, std::span<T> s) { std::ranges::copy(s, staging_.begin() + offset); });
-    return staging_;
+    contiguous_.resize(data.size());
+    data.for_each(0, data.size(), [&](std::size_t offset, std::span<T> s) { std::ranges::copy(s, contiguous_.begin() + offset); });
+    return contiguous_;
   }
 
-  std::vector<T> staging_;
+  std::vector<T> contiguous_;
 };
 
-/// strata's chunked, pipelined ring, in place on the buffers (no staging copy).
+/// strata's chunked, pipelined ring, in place on the buffers (no contiguous copy).
 template <Communicator C, Element T>
 class allreduce<Ring, C, T> {
  public:
@@ -83,7 +83,7 @@ class allreduce<Ring, C, T> {
   ring_workspace<C, T> work_;
 };
 
-/// Recursive doubling through one staged copy: the fewest latencies, for small buckets.
+/// Recursive doubling through one contiguous copy: the fewest latencies, for small buckets.
 template <Communicator C, Element T>
 class allreduce<Tree, C, T> {
  public:

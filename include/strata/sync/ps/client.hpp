@@ -70,7 +70,7 @@ class client {
   void push_dense(std::size_t v, std::span<const float> grad, std::uint64_t clock, const O& optimizer) {
     const variable_plan& var = plan_->variables[v];
     for (std::size_t k = 0; k < var.shards.size(); ++k) {
-      std::vector<std::byte>& payload = staging(optimizer, var.shards[k].elements * sizeof(float));
+      std::vector<std::byte>& payload = payload_buffer(optimizer, var.shards[k].elements * sizeof(float));
       std::byte* out = payload.data() + sizeof(O);
       for (const element_range& r : var.shards[k].blocks) {
         std::memcpy(out, grad.data() + r.offset, r.size * sizeof(float));
@@ -91,7 +91,7 @@ class client {
       std::size_t end = begin;
       while (end < rows.size() && var.shard_of_row(rows[end]) == k) ++end;
       const std::size_t n = end - begin;
-      std::vector<std::byte>& payload = staging(optimizer, n * (sizeof(std::uint32_t) + var.row_elements * sizeof(float)));
+      std::vector<std::byte>& payload = payload_buffer(optimizer, n * (sizeof(std::uint32_t) + var.row_elements * sizeof(float)));
       std::memcpy(payload.data() + sizeof(O), rows.data() + begin, n * sizeof(std::uint32_t));
       std::memcpy(payload.data() + sizeof(O) + n * sizeof(std::uint32_t), values.data() + begin * var.row_elements,
                   n * var.row_elements * sizeof(float));
@@ -167,7 +167,7 @@ class client {
       }
     }
     outbox_.wait_all(*comm_);
-    staged_in_use_ = 0;
+    payloads_in_use_ = 0;
   }
 
   /// Tells every server this worker is done (executor destruction).
@@ -190,11 +190,11 @@ class client {
 
   static std::uint32_t u32(std::size_t x) { return static_cast<std::uint32_t>(x); }
 
-  std::vector<std::byte>& staging(const O& optimizer, std::size_t bytes) {
+  std::vector<std::byte>& payload_buffer(const O& optimizer, std::size_t bytes) {
     // Buffers are reused from update to update: allocating megabytes each time costs more
     // in page faults than sending them.
-    if (staged_in_use_ == staged_.size()) staged_.emplace_back();
-    std::vector<std::byte>& payload = staged_[staged_in_use_++];
+    if (payloads_in_use_ == payloads_.size()) payloads_.emplace_back();
+    std::vector<std::byte>& payload = payloads_[payloads_in_use_++];
     payload.resize(sizeof(O) + bytes);
     std::memcpy(payload.data(), &optimizer, sizeof(O));
     return payload;
@@ -273,8 +273,8 @@ class client {
   C* comm_;
   const plan* plan_;
   outbox<C> outbox_;
-  std::deque<std::vector<std::byte>> staged_;  // push payloads until their sends complete
-  std::size_t staged_in_use_ = 0;
+  std::deque<std::vector<std::byte>> payloads_;  // push payloads until their sends complete
+  std::size_t payloads_in_use_ = 0;
   std::vector<std::byte> reply_;
   std::map<std::pair<std::uint32_t, std::uint32_t>, destination> expected_;
   bool recording_ = false;

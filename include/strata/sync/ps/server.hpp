@@ -7,7 +7,7 @@
 // answered when the shard's consistency allows it:
 //   BSP     every worker's pushes of clocks < c are applied (min applied >= c). Pushes of one
 //           clock are averaged and applied once, as all-reduce training would;
-//   SSP<S>  min applied >= c - S: every update of clocks <= c - S - 1, and (messages from one
+//   SSP<S>  min applied >= c - S: every worker's first c - S pushes, and (messages from one
 //           worker arrive in order) all of the worker's own. Each push is applied on arrival;
 //   ASP     at once; each push is applied on arrival.
 // A pull that must wait is parked with its shard and answered when a push makes it
@@ -92,8 +92,6 @@ class server {
   void join() {
     if (thread_.joinable()) thread_.join();
   }
-
-  std::size_t shards_hosted() const { return shards_.size(); }
 
  private:
   struct pending_pull {
