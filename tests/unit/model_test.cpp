@@ -37,3 +37,13 @@ TEST_CASE("two variables with one name are refused", "[model]") {
   CHECK_THROWS_AS(m.add(variable<Dense>("layer0", w, g, {4})), binding_error);
   CHECK_THROWS_WITH(m.id("layer1"), Catch::Contains("no variable called \"layer1\""));
 }
+
+TEST_CASE("shapes take extents of any integer type, and refuse negative ones", "[model]") {
+  std::vector<float> w(12), g(12);
+  const int rows = 3, cols = 4;  // a std::size_t shape would narrow these
+  const long negative = -3;
+  CHECK(variable<Dense>("w", w, g, {rows, cols}).binding.shape == std::vector<std::size_t>{3, 4});
+  CHECK(variable<Dense>("w", w, g, {12u}).binding.shape == std::vector<std::size_t>{12});
+  CHECK_THROWS_WITH(variable<Dense>("w", w, g, {negative, -4L}),
+                    Catch::Contains("variable \"w\": extent 0 of its shape is -3; extents must be 0 or more"));
+}

@@ -2,11 +2,13 @@
 // A variable binds the user's own parameter and gradient memory, with a run-time shape and
 // a compile-time strategy and rank.
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <functional>
 #include <numeric>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -86,6 +88,23 @@ template <ValidStrategy S, std::size_t Rank>
 variable_declaration<S, Rank> variable(std::string name, std::span<float> param, std::span<float> grad,
                                        const std::size_t (&shape)[Rank]) {
   return detail::declare<S, Rank>(std::move(name), param, grad, std::span<const std::size_t, Rank>(shape));
+}
+
+/// The same with extents of another integer type (`{rows, cols}` with int rows), which a
+/// std::size_t shape would take only with a narrowing warning. Throws binding_error for a
+/// negative extent.
+template <ValidStrategy S, std::integral I, std::size_t Rank>
+  requires(!std::same_as<I, std::size_t>)
+variable_declaration<S, Rank> variable(std::string name, std::span<float> param, std::span<float> grad,
+                                       const I (&shape)[Rank]) {
+  std::array<std::size_t, Rank> extents{};
+  for (std::size_t i = 0; i < Rank; ++i) {
+    if (std::cmp_less(shape[i], 0))
+      throw binding_error(fmt::format("variable \"{}\": extent {} of its shape is {}; extents must be 0 or more", name, i,
+                                      shape[i]));
+    extents[i] = static_cast<std::size_t>(shape[i]);
+  }
+  return detail::declare<S, Rank>(std::move(name), param, grad, std::span<const std::size_t, Rank>(extents));
 }
 
 }  // namespace strata

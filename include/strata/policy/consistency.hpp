@@ -3,11 +3,16 @@
 
 namespace strata {
 
-/// Bulk synchronous: no read at clock c+1 before every push of clock c is applied.
+/// Bulk synchronous: a pull at clock c (after c pushes) waits until every worker's first c
+/// pushes are applied; each clock's pushes are averaged and applied once.
 struct BSP { static constexpr bool is_consistency_model = true; static constexpr int staleness = 0; };
-/// Asynchronous: push and continue; reads may be arbitrarily stale.
+/// Asynchronous: pulls are answered at once and may be arbitrarily stale; each push is
+/// applied on arrival with 1/workers of its gradient.
 struct ASP { static constexpr bool is_consistency_model = true; static constexpr int staleness = -1; };
-/// Stale synchronous: a worker at clock c waits until the slowest worker reaches c - S.
+/// Stale synchronous: a pull at clock c waits until every worker's first c - S pushes are
+/// applied, so a read misses at most the last S pushes of each other worker (none of its
+/// own) and a worker pushes at most S + 1 updates more than the slowest. Each push is
+/// applied on arrival with 1/workers of its gradient.
 template <int S>
 struct SSP {
   static_assert(S >= 1, "SSP<S>: staleness S must be at least 1 (SSP<0> is BSP; write Consistency<BSP>)");
