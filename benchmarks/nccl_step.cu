@@ -56,13 +56,13 @@ void run(const options& o) {
     buffers.emplace_back(each, nullptr);
     STRATA_CUDA_CHECK(cudaMemsetAsync(buffers[2 * k].data(), 0, each * sizeof(float), nullptr));
     STRATA_CUDA_CHECK(cudaMemsetAsync(buffers[2 * k + 1].data(), 0, each * sizeof(float), nullptr));
-    variables.push_back(strata::device_variable<Dense>("layer" + std::to_string(k), buffers[2 * k].span(),
-                                                       buffers[2 * k + 1].span(), {each}));
+    variables.push_back(strata::device_variable<Dense>("layer" + std::to_string(k), buffers[2 * k].memory(),
+                                                       buffers[2 * k + 1].memory(), {each}));
   }
   device_buffer<float> raw(each * o.variables, nullptr);
   STRATA_CUDA_CHECK(cudaDeviceSynchronize());
 
-  strata::nccl_executor exec(strata::nccl::communicator::single_process(0), variables, strata::optim::sgd{.lr = 0.0f});
+  auto exec = strata::make_executor(strata::nccl::communicator::single_process(0), variables, strata::optim::sgd{.lr = 0.0f});
   strata::nccl::communicator& comm = exec.communicator();
   std::vector<bench::contender> contenders = {
       {"ncclAllReduce", [&] { comm.iallreduce_sum(raw.span()); }},  // what the executor calls per bucket

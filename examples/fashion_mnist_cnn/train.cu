@@ -91,7 +91,7 @@ device_split to_device(const fashion_mnist::dataset& d, cudaStream_t stream) {
 
 template <class S>
 strata::device_variable_binding bind(parameter& p) {
-  const std::span<float> value = p.value.span(), grad = p.grad.span();
+  const strata::device_span<float> value = p.value.memory(), grad = p.grad.memory();
   const std::vector<std::size_t>& s = p.shape;
   switch (s.size()) {
     case 1: return strata::device_variable<S>(p.name, value, grad, {s[0]});
@@ -158,7 +158,7 @@ train_result train(strata::nccl::communicator comm, const fashion_mnist::dataset
   network net(local, o.seed, stream);
   std::vector<strata::device_variable_binding> variables;
   for (parameter& p : net.parameters()) variables.push_back(bind(p, o.ps));
-  strata::nccl_executor exec(comm, std::move(variables),
+  auto exec = strata::make_executor(comm, std::move(variables),
                              strata::optim::sgd{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay},
                              {.buckets = {}, .initialized_on = stream});
 

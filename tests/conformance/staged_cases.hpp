@@ -21,17 +21,18 @@
 
 namespace strata::conformance {
 
-/// Stage memory for a case: `n` floats that live as long as the source.
-using stage_memory = std::function<std::span<float>(std::size_t n)>;
+/// Stage memory for a case: `n` floats of the stage's memory that live as long as the source.
+template <StagingMemory Stage>
+using stage_memory = std::function<typename Stage::span(std::size_t n)>;
 
 /// Host memory standing in for a device's (host_stage): owned by the source, never moved.
-inline stage_memory host_memory() {
+inline stage_memory<host_stage> host_buffers() {
   auto buffers = std::make_shared<std::deque<std::vector<float>>>();
   return [buffers](std::size_t n) -> std::span<float> { return buffers->emplace_back(n, 0.0f); };
 }
 
 template <StagingMemory Stage>
-std::vector<float> read_back(Stage& stage, std::span<const float> on_stage) {
+std::vector<float> read_back(Stage& stage, typename Stage::span on_stage) {
   std::vector<float> host(on_stage.size());
   stage.to_host(on_stage, host);
   stage.wait();
@@ -39,7 +40,7 @@ std::vector<float> read_back(Stage& stage, std::span<const float> on_stage) {
 }
 
 template <StagingMemory Stage>
-void write(Stage& stage, std::span<const float> host, std::span<float> on_stage) {
+void write(Stage& stage, std::span<const float> host, typename Stage::span on_stage) {
   stage.to_device(host, on_stage);
   stage.wait();
 }
@@ -50,7 +51,7 @@ void write(Stage& stage, std::span<const float> host, std::span<float> on_stage)
 /// update. Gradients are computed from the
 /// parameters read back from the stage, so the copies in both directions are checked.
 template <StagingMemory Stage, CommContext Context>
-void staged_equals_direct(Context& ctx, Stage stage, const stage_memory& memory) {
+void staged_equals_direct(Context& ctx, Stage stage, const stage_memory<Stage>& memory) {
   using Server = Strategy<PS<2>, Partition<0>>;
   using Sparsified = Strategy<AllReduce<Ring>, Compress<TopK<0.25>, ErrorFeedback>>;
   const int rank = ctx.collectives().rank();
@@ -86,7 +87,7 @@ void staged_equals_direct(Context& ctx, Stage stage, const stage_memory& memory)
     }
   }
 
-  const std::span<float> sw = memory(w.size()), sgw = memory(w.size()), sb = memory(b.size()), sgb = memory(b.size());
+  const typename Stage::span sw = memory(w.size()), sgw = memory(w.size()), sb = memory(b.size()), sgb = memory(b.size());
   write(stage, w, sw);
   write(stage, b, sb);
   auto staged = make_staged_executor(ctx, std::move(stage), sgd, options, variable<Server>("w", sw, sgw, {rows, cols}),
@@ -116,12 +117,12 @@ void staged_equals_direct(Context& ctx, Stage stage, const stage_memory& memory)
 /// are exactly what that read reflected (plain SGD of gradient 1 on the servers: the value
 /// is -lr/P per push applied). Returns the largest staleness seen.
 template <int S, StagingMemory Stage, CommContext Context>
-std::uint64_t staged_ssp_reads_within_bound(Context& ctx, Stage stage, const stage_memory& memory, std::uint64_t seed,
+std::uint64_t staged_ssp_reads_within_bound(Context& ctx, Stage stage, const stage_memory<Stage>& memory, std::uint64_t seed,
                                             int updates) {
   const int rank = ctx.collectives().rank(), ranks = ctx.collectives().size();
   constexpr std::size_t n = 8;
   constexpr float lr = 0.5f;  // with P a power of two, lr / P is one too: the values are exact
-  const std::span<float> w = memory(n), gw = memory(n);
+  const typename Stage::span w = memory(n), gw = memory(n);
   const std::vector<float> zeros(n, 0.0f), ones(n, 1.0f);
   write(stage, zeros, w);
   auto staged = make_staged_executor(ctx, std::move(stage), optim::sgd{.lr = lr}, {},
@@ -154,11 +155,11 @@ std::uint64_t staged_ssp_reads_within_bound(Context& ctx, Stage stage, const sta
 /// the optimizer state, so training resumes where it was saved). Every rank passes the same
 /// empty folder.
 template <StagingMemory Stage, CommContext Context>
-void staged_checkpoint_restores_stage(Context& ctx, Stage stage, const stage_memory& memory,
+void staged_checkpoint_restores_stage(Context& ctx, Stage stage, const stage_memory<Stage>& memory,
                                       const std::filesystem::path& folder) {
   const int rank = ctx.collectives().rank();
   constexpr std::size_t n = 12;
-  const std::span<float> w = memory(n), gw = memory(n), b = memory(3), gb = memory(3);
+  const typename Stage::span w = memory(n), gw = memory(n), b = memory(3), gb = memory(3);
   write(stage, std::vector<float>(n, 1.0f), w);
   write(stage, std::vector<float>(3, -1.0f), b);
   auto staged = make_staged_executor(ctx, std::move(stage), optim::sgd{.lr = 0.1f, .momentum = 0.9f}, {},

@@ -72,7 +72,7 @@ struct tracked {
 
   template <class S = Dense>
   device_variable_binding binding() {
-    return device_variable<S>(name, param.span(), grad.span(), {size});
+    return device_variable<S>(name, param.memory(), grad.memory(), {size});
   }
 
   /// This step's gradient (the same on device and host), written on the null stream.
@@ -113,7 +113,7 @@ void matches_host(const O& opt, const std::string& what, declared how = declared
   tracked<strata::half, O> h("h", 513, opt, 4);
   tracked<bfloat16, O> bf("bf", 300, opt, 5);
   auto bind = [&](auto& v) { return ps ? v.template binding<Server>() : v.binding(); };
-  nccl_executor exec(nccl::communicator::single_process(0),
+  auto exec = make_executor(nccl::communicator::single_process(0),
                      {compressed ? a.template binding<HalfWire>() : bind(a), bind(h),
                       compressed ? b.template binding<Bfloat16Wire>() : b.binding(), bf.binding(), bind(c)},
                      opt, several_buckets);
@@ -179,7 +179,7 @@ void accumulates_micro_batches() {
   constexpr int micro_batches = 3;
   tracked<float, optim::sgd> a("a", 1000, opt, 11), c("c", 500, opt, 13), p("p", 700, opt, 14);
   tracked<strata::half, optim::sgd> h("h", 300, opt, 12);
-  nccl_executor exec(nccl::communicator::single_process(0),
+  auto exec = make_executor(nccl::communicator::single_process(0),
                      {a.binding(), h.binding(), c.template binding<HalfWire>(), p.template binding<Server>()}, opt,
                      {.buckets = several_buckets.buckets, .initialized_on = nullptr, .accumulation_steps = micro_batches});
   const float scale = 1.0f / micro_batches;
@@ -221,7 +221,7 @@ void accumulates_micro_batches() {
   }
   expect(exec.updates() == 2, "accumulation: two updates from six micro-batches");
   expect_throws<usage_error>(
-      [&] { nccl_executor(nccl::communicator::single_process(0), {a.binding()}, opt, {.buckets = {}, .initialized_on = nullptr, .accumulation_steps = 0}); },
+      [&] { make_executor(nccl::communicator::single_process(0), {a.binding()}, opt, {.buckets = {}, .initialized_on = nullptr, .accumulation_steps = 0}); },
       {"accumulation_steps", "at least 1"}, "zero micro-batches");
 }
 
@@ -234,7 +234,7 @@ __global__ void sleep_kernel(unsigned milliseconds) {
 void waits_for_the_user_stream() {
   const optim::sgd opt{.lr = 0.5f};
   tracked<float, optim::sgd> a("a", 4096, opt, 7);
-  nccl_executor exec(nccl::communicator::single_process(0), {a.binding()}, opt);
+  auto exec = make_executor(nccl::communicator::single_process(0), {a.binding()}, opt);
   const std::vector<float> g = values(a.size, 8);
   const auto source = gpu_test::to_device(g);
   STRATA_CUDA_CHECK(cudaMemset(a.grad.data(), 0, a.size * sizeof(float)));
@@ -266,7 +266,7 @@ __global__ void wait_for_host(const volatile int* flag, int* released) {
 void step_does_not_block() {
   const optim::sgd opt{.lr = 0.1f};
   tracked<float, optim::sgd> a("a", 256, opt, 9);
-  nccl_executor exec(nccl::communicator::single_process(0), {a.binding()}, opt);
+  auto exec = make_executor(nccl::communicator::single_process(0), {a.binding()}, opt);
   int* flag = nullptr;
   STRATA_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&flag), 2 * sizeof(int), cudaHostAllocMapped));
   flag[0] = flag[1] = 0;
@@ -292,27 +292,27 @@ void errors() {
   std::vector<float> host(16);
   cuda::device_buffer<float> grad(16, nullptr), param(16, nullptr);
   auto make = [&](std::vector<device_variable_binding> variables) {
-    return nccl_executor(nccl::communicator::single_process(0), std::move(variables), opt);
+    return make_executor(nccl::communicator::single_process(0), std::move(variables), opt);
   };
   expect_throws<binding_error>(
-      [&] { make({device_variable<Dense>("host.weight", std::span<float>(host), grad.span(), {16})}); },
+      [&] { make({device_variable<Dense>("host.weight", device_span<float>(host.data(), 16), grad.memory(), {16})}); },
       {"\"host.weight\"", "rank 0", "parameter", "host memory", "device memory of GPU 0"}, "a pageable host parameter");
   float* pinned = nullptr;
   STRATA_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned), 16 * sizeof(float)));
   expect_throws<binding_error>(
-      [&] { make({device_variable<Dense>("pinned.bias", param.span(), std::span<float>(pinned, 16), {16})}); },
+      [&] { make({device_variable<Dense>("pinned.bias", param.memory(), device_span<float>(pinned, 16), {16})}); },
       {"\"pinned.bias\"", "rank 0", "gradient", "pinned host memory"}, "a pinned host gradient");
   STRATA_CUDA_CHECK(cudaFreeHost(pinned));
   cuda::device_buffer<float> other_param(16, nullptr), other_grad(16, nullptr);
   expect_throws<binding_error>(
       [&] {
-        make({device_variable<Dense>("w", param.span(), grad.span(), {16}),
-              device_variable<Dense>("w", other_param.span(), other_grad.span(), {16})});
+        make({device_variable<Dense>("w", param.memory(), grad.memory(), {16}),
+              device_variable<Dense>("w", other_param.memory(), other_grad.memory(), {16})});
       },
       {"\"w\"", "declared twice"}, "a name declared twice");
 
-  auto twice = make({device_variable<Dense>("w", param.span(), grad.span(), {16}),
-                     device_variable<Dense>("v", other_param.span(), other_grad.span(), {16})});
+  auto twice = make({device_variable<Dense>("w", param.memory(), grad.memory(), {16}),
+                     device_variable<Dense>("v", other_param.memory(), other_grad.memory(), {16})});
   twice.grad_ready("w", nullptr);
   expect_throws<usage_error>([&] { twice.grad_ready("w", nullptr); }, {"\"w\"", "twice"}, "grad_ready twice");
   expect_throws<usage_error>([&] { twice.step(); }, {"\"v\"", "never marked"}, "a step with one gradient unmarked");

@@ -184,10 +184,10 @@ TEST_CASE("mpi: a non-finite gradient on one rank is caught on every rank", "[mp
 }
 
 TEST_CASE("mpi: a staged executor trains as the host executor on host buffers", "[mpi][staged]") {
-  CHECK_NOTHROW(conformance::staged_equals_direct(*context, host_stage{}, conformance::host_memory()));
+  CHECK_NOTHROW(conformance::staged_equals_direct(*context, host_stage{}, conformance::host_buffers()));
 }
 
 TEST_CASE("mpi: SSP through a stage reads within its bound and copies what it read", "[mpi][staged][ps]") {
   // P = 2 or 4: the case's expected values are exact for a power of two.
-  CHECK_NOTHROW(conformance::staged_ssp_reads_within_bound<1>(*context, host_stage{}, conformance::host_memory(), 5, 24));
+  CHECK_NOTHROW(conformance::staged_ssp_reads_within_bound<1>(*context, host_stage{}, conformance::host_buffers(), 5, 24));
 }

@@ -17,6 +17,12 @@ namespace {
 
 std::vector<std::size_t> members_of(const sync::typed_bucket& b) { return b.layout.members; }
 
+/// A declaration records only a pointer and a size, so host memory can stand in for a GPU's.
+template <class T>
+device_span<T> stand_in(std::vector<T>& v) {
+  return {v.data(), v.size()};
+}
+
 /// Bindings that carry only what planning reads: type, size and placement.
 std::vector<device_variable_binding> declared(const std::vector<element_type>& types, const std::vector<std::size_t>& elements,
                                               const std::vector<bool>& sharded = {}) {
@@ -84,10 +90,10 @@ TEST_CASE("PS variables get buckets of their own, never shared with replicated o
 TEST_CASE("compressed fp32 variables get buckets of their wire type, planned with its size", "[device_buckets]") {
   using HalfWire = Strategy<Compress<FP16>>;
   std::vector<float> param(12), grad(12);
-  const device_variable_binding compressed = device_variable<HalfWire>("w", std::span<float>(param), std::span<float>(grad), {12});
+  const device_variable_binding compressed = device_variable<HalfWire>("w", stand_in(param), stand_in(grad), {12});
   CHECK(compressed.type == element_type::fp32);
   CHECK(compressed.wire == element_type::fp16);
-  const device_variable_binding plain = device_variable<Strategy<>>("v", std::span<float>(param), std::span<float>(grad), {12});
+  const device_variable_binding plain = device_variable<Strategy<>>("v", stand_in(param), stand_in(grad), {12});
   CHECK(plain.wire == element_type::fp32);
 
   std::vector<device_variable_binding> variables = declared({element_type::fp32, element_type::fp32, element_type::fp32},
@@ -123,14 +129,14 @@ TEST_CASE("a PS bucket is padded to equal, aligned slices, one per rank", "[devi
 TEST_CASE("a device variable's buffers must hold its shape", "[device_buckets]") {
   using Dense = Strategy<Replicate, AllReduce<Native>>;
   std::vector<half> param(12), grad(12), short_grad(11);
-  const device_variable_binding v = device_variable<Dense>("fc1.weight", std::span<half>(param), std::span<half>(grad), {3, 4});
+  const device_variable_binding v = device_variable<Dense>("fc1.weight", stand_in(param), stand_in(grad), {3, 4});
   CHECK(v.type == element_type::fp16);
   CHECK(v.elements == 12);
   CHECK(v.bytes() == 24);
   CHECK(v.shape == std::vector<std::size_t>{3, 4});
   CHECK(v.param == param.data());
   try {
-    device_variable<Dense>("fc1.weight", std::span<half>(param), std::span<half>(short_grad), {3, 4});
+    device_variable<Dense>("fc1.weight", stand_in(param), stand_in(short_grad), {3, 4});
     FAIL("no binding_error");
   } catch (const binding_error& e) {
     const std::string message = e.what();

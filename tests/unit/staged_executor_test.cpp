@@ -15,28 +15,28 @@ using namespace strata;
 TEST_CASE("a staged executor trains as the host executor on host buffers", "[staged]") {
   for (int ranks : {1, 2, 3})
     CHECK_NOTHROW(loopback::run(ranks, [](loopback::context& ctx) {
-      conformance::staged_equals_direct(ctx, host_stage{}, conformance::host_memory());
+      conformance::staged_equals_direct(ctx, host_stage{}, conformance::host_buffers());
     }));
 }
 
 TEST_CASE("SSP through a stage reads within its bound and copies what it read", "[staged][ps]") {
   for (int ranks : {2, 4})
     CHECK_NOTHROW(loopback::run(ranks, [](loopback::context& ctx) {
-      conformance::staged_ssp_reads_within_bound<1>(ctx, host_stage{}, conformance::host_memory(), 3, 24);
+      conformance::staged_ssp_reads_within_bound<1>(ctx, host_stage{}, conformance::host_buffers(), 3, 24);
     }));
 }
 
 TEST_CASE("a staged checkpoint restores into the stage's memory", "[staged][checkpoint]") {
   const conformance::temporary_folder folder;
   CHECK_NOTHROW(loopback::run(2, [&](loopback::context& ctx) {
-    conformance::staged_checkpoint_restores_stage(ctx, host_stage{}, conformance::host_memory(), folder.path);
+    conformance::staged_checkpoint_restores_stage(ctx, host_stage{}, conformance::host_buffers(), folder.path);
   }));
 }
 
 TEST_CASE("a step the NaN/Inf guard stops still copies the pulled parameters to the stage", "[staged][reliability]") {
   for (auto policy : {sync::nonfinite_policy::skip_step, sync::nonfinite_policy::raise}) {
     CHECK_NOTHROW(loopback::run(1, [policy](loopback::context& ctx) {
-      const conformance::stage_memory memory = conformance::host_memory();
+      const conformance::stage_memory<host_stage> memory = conformance::host_buffers();
       const std::span<float> w = memory(4), gw = memory(4), b = memory(2), gb = memory(2);
       std::ranges::fill(b, 1.0f);
       executor_options options;

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "strata/cuda/check.cuh"
+#include "strata/model/memory.hpp"
 
 namespace strata::cuda {
 
@@ -38,6 +39,8 @@ class device_buffer {
   T* data() const { return data_; }
   std::size_t size() const { return size_; }
   std::span<T> span() const { return {data_, size_}; }
+  /// The buffer as GPU memory, for binding variables (device_variable, a staged variable).
+  device_span<T> memory() const { return {data_, size_}; }
 
  private:
   void release() noexcept {

@@ -16,11 +16,15 @@
 
 #include "strata/cuda/check.cuh"
 #include "strata/cuda/device.cuh"
+#include "strata/model/memory.hpp"
 
 namespace strata::cuda {
 
 class pinned_stage {
  public:
+  using memory_space = device_memory;
+  using span = device_span<float>;
+
   /// Copies on `stream`, for device memory of the GPU current when it is constructed.
   explicit pinned_stage(cudaStream_t stream) : stream_(stream) { STRATA_CUDA_CHECK(cudaGetDevice(&device_)); }
 
@@ -35,13 +39,17 @@ class pinned_stage {
 
   /// Throws binding_error, naming the variable, unless `memory` is memory of this
   /// stage's GPU.
-  void check(std::string_view variable, std::span<const float> memory, std::string_view what) const {
+  void check(std::string_view variable, span memory, std::string_view what) const {
     require_device_memory(memory.data(), memory.size_bytes(), device_,
                           "staged variable \"" + std::string(variable) + "\": the " + std::string(what));
   }
 
-  void to_host(std::span<const float> device, std::span<float> host) { copy(device, host.data(), cudaMemcpyDeviceToHost); }
-  void to_device(std::span<const float> host, std::span<float> device) { copy(host, device.data(), cudaMemcpyHostToDevice); }
+  void to_host(span device, std::span<float> host) {
+    copy(device.data(), device.size_bytes(), host.data(), cudaMemcpyDeviceToHost);
+  }
+  void to_device(std::span<const float> host, span device) {
+    copy(host.data(), host.size_bytes(), device.data(), cudaMemcpyHostToDevice);
+  }
 
   /// Blocks until every copy enqueued so far, and the work before them on the stream, is done.
   void wait() { STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
@@ -49,8 +57,8 @@ class pinned_stage {
   cudaStream_t stream() const { return stream_; }
 
  private:
-  void copy(std::span<const float> from, float* to, cudaMemcpyKind kind) {
-    if (!from.empty()) STRATA_CUDA_CHECK(cudaMemcpyAsync(to, from.data(), from.size_bytes(), kind, stream_));
+  void copy(const float* from, std::size_t bytes, float* to, cudaMemcpyKind kind) {
+    if (bytes != 0) STRATA_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, kind, stream_));
   }
 
   struct release {

@@ -141,6 +141,8 @@ class executor<Context, model<Strategies...>, O> {
                 "a backend's collectives and parameter-server communicators must be of one type");
   static constexpr bool has_parameter_server = ((Strategies::descriptor.placement == placement_kind::ps) || ...);
   using ps_service = sync::ps::service<comm_type, O>;
+  static_assert((detail::TableEntryIsSynchronizer<Strategies, comm_type, O> && ...),
+                "every synchronizer the table picks must model sync::Synchronizer");
   /// Whether every rank must take part in each update (all-reduce, or a BSP parameter
   /// server). Only then do ranks announce their arrival at each update, which is what names
   /// a missing rank on a timeout: under ASP and SSP ranks run apart on purpose, and
@@ -514,10 +516,11 @@ class executor<Context, model<Strategies...>, O> {
   sync_stats total_;
 };
 
-/// Builds the executor for `m` on `context`'s backend.
-template <CommContext Context, class Model, Optimizer O>
-auto make_executor(Context& context, Model& m, O optimizer, executor_options options = {}) {
-  return executor<Context, Model, O>(context, m, std::move(optimizer), options);
+/// Builds the executor for `m` on `context`'s backend: the host executor, whose variables
+/// are host memory. (Device variables: make_executor in exec/nccl_executor.cuh.)
+template <CommContext Context, Model M, Optimizer O>
+auto make_executor(Context& context, M& m, O optimizer, executor_options options = {}) {
+  return executor<Context, M, O>(context, m, std::move(optimizer), options);
 }
 
 }  // namespace strata

@@ -2,8 +2,8 @@
 // The nccl backend's executor: data parallelism over device memory. Gradients, buckets,
 // the all-reduce and the optimizer stay on the GPU, and nothing in a step blocks the host:
 //
-//   nccl_executor exec(nccl::communicator::single_process(0), {device_variable<Dense>(...), ...},
-//                      optim::adam{.lr = 1e-3f});
+//   auto exec = make_executor(nccl::communicator::single_process(0), {device_variable<Dense>(...), ...},
+//                             optim::adam{.lr = 1e-3f});
 //   for (...) {
 //     exec.parameters_ready(compute);               // forward waits for the last update
 //     forward_backward(compute, [&](std::size_t v) { exec.grad_ready(v, compute); });
@@ -541,5 +541,14 @@ class nccl_executor {
   sync::launch_order order_{{}};
   std::int64_t updates_ = 0;
 };
+
+/// Builds the executor for device variables on the nccl backend (`comm`: a rank's
+/// communicator, e.g. nccl::context::collectives() or communicator::single_process()).
+/// Collective, as the constructor. The host variables' make_executor is in executor.hpp.
+template <detail::DeviceOptimizer O>
+nccl_executor<O> make_executor(nccl::communicator comm, std::vector<device_variable_binding> variables, O optimizer,
+                               nccl_executor_options options = {}) {
+  return nccl_executor<O>(std::move(comm), std::move(variables), std::move(optimizer), options);
+}
 
 }  // namespace strata

@@ -8,14 +8,16 @@
 //
 //   cuda::pinned_stage stage(compute);  // copies on the compute stream, via pinned memory
 //   auto staged = make_staged_executor(mpi, std::move(stage), optim::adam{}, {},
-//       variable<Strategy<PS<2>, Partition<0>, Consistency<SSP<3>>>>("fc1.weight", w, gw, {256, 3136}));
+//       variable<Strategy<PS<2>, Partition<0>, Consistency<SSP<3>>>>("fc1.weight", w.memory(), gw.memory(),
+//                                                                   {256, 3136}));
 //   for (...) {
 //     forward_backward(compute);  // writes gw on the stage's stream
 //     staged.step();              // the host waits for gw, then for the servers
 //   }
 //
-// The declarations bind the stage's memory (device memory for cuda::pinned_stage), with
-// the shapes and compile-time rules of any variable. It costs a round trip through host
+// The declarations bind the stage's memory (device_spans for cuda::pinned_stage, whose
+// memory space is device_memory), with the shapes and compile-time rules of any variable;
+// a declaration over another memory space than the stage's is a compile error (MemorySpace). It costs a round trip through host
 // memory and a host wait per step, so it is for the variables that need a host strategy;
 // an nccl_executor beside it keeps the rest on the GPU.
 //
@@ -34,33 +36,39 @@
 #include <vector>
 
 #include "strata/exec/executor.hpp"
+#include "strata/model/memory.hpp"
 
 namespace strata {
 
-/// Where staged variables' buffers live. Copies are enqueued in call order; wait() returns
-/// once all enqueued so far are done. host_buffer(n) gives memory for asynchronous copies
-/// that lives as long as the stage. check() throws binding_error, naming the variable, when
-/// `memory` is not the stage's.
+/// Where staged variables' buffers live: `memory_space` (host_memory or device_memory) and
+/// `span`, a span of its memory (std::span<float> or device_span<float>). Copies are enqueued
+/// in call order; wait() returns once all enqueued so far are done. host_buffer(n) gives
+/// memory for asynchronous copies that lives as long as the stage. check() throws
+/// binding_error, naming the variable, when `memory` is not the stage's.
 template <class S>
-concept StagingMemory = std::movable<S> && requires(S& stage, std::size_t n, std::span<const float> from,
-                                                     std::span<float> to, std::string_view name) {
+concept StagingMemory = std::movable<S> && requires(S& stage, std::size_t n, typename S::span on_stage,
+                                                     std::span<float> host, std::string_view name) {
+  typename S::memory_space;
   { stage.host_buffer(n) } -> std::same_as<std::span<float>>;
-  stage.check(name, from, name);
-  stage.to_host(from, to);
-  stage.to_device(from, to);
+  stage.check(name, on_stage, name);
+  stage.to_host(on_stage, host);
+  stage.to_device(std::span<const float>(host), on_stage);
   stage.wait();
 };
 
 /// The stage for buffers in host memory: copies are plain copies, done when called.
 class host_stage {
  public:
+  using memory_space = host_memory;
+  using span = std::span<float>;
+
   std::span<float> host_buffer(std::size_t n) {
     buffers_.push_back(std::make_unique<float[]>(n));
     return {buffers_.back().get(), n};
   }
-  void check(std::string_view, std::span<const float>, std::string_view) const {}
-  void to_host(std::span<const float> device, std::span<float> host) { std::ranges::copy(device, host.begin()); }
-  void to_device(std::span<const float> host, std::span<float> device) { std::ranges::copy(host, device.begin()); }
+  void check(std::string_view, span, std::string_view) const {}
+  void to_host(span on_stage, std::span<float> host) { std::ranges::copy(on_stage, host.begin()); }
+  void to_device(std::span<const float> host, span on_stage) { std::ranges::copy(host, on_stage.begin()); }
   void wait() {}
 
  private:
@@ -150,8 +158,9 @@ class staged_executor<Context, Stage, model<Strategies...>, O> {
   Stage& stage() { return stage_; }
 
  private:
+  using stage_span = typename Stage::span;
   struct staged_buffers {
-    std::span<float> param, grad;            // the stage's memory
+    stage_span param, grad;                  // the stage's memory
     std::span<float> host_param, host_grad;  // their mirrors
   };
 
@@ -168,17 +177,19 @@ class staged_executor<Context, Stage, model<Strategies...>, O> {
     return m;
   }
 
-  template <ValidStrategy S, std::size_t Rank>
-  variable_declaration<S, Rank> mirror_one(variable_declaration<S, Rank> declaration) {
-    variable_binding& v = declaration.binding;
-    stage_.check(v.name, v.param, "parameter");
-    stage_.check(v.name, v.grad, "gradient");
-    staged_buffers b{v.param, v.grad, stage_.host_buffer(v.param.size()), stage_.host_buffer(v.grad.size())};
+  template <ValidStrategy S, std::size_t Rank, class Space>
+  variable_declaration<S, Rank> mirror_one(variable_declaration<S, Rank, Space> declaration) {
+    static_assert(std::is_same_v<Space, typename Stage::memory_space>,
+                  "MemorySpace: a staged variable must live in its stage's memory: declare it over device_span "
+                  "buffers for a stage of GPU memory (cuda::pinned_stage), over host memory for host_stage");
+    const variable_binding& v = declaration.binding;
+    staged_buffers b{{v.param.data(), v.param.size()}, {v.grad.data(), v.grad.size()}, stage_.host_buffer(v.param.size()),
+                     stage_.host_buffer(v.grad.size())};
+    stage_.check(v.name, b.param, "parameter");
+    stage_.check(v.name, b.grad, "gradient");
     stage_.to_host(b.param, b.host_param);
     staged_.push_back(b);
-    v.param = b.host_param;
-    v.grad = b.host_grad;
-    return declaration;
+    return {variable_binding{v.name, v.shape, b.host_param, b.host_grad, v.strategy}};  // the mirrors, in host memory
   }
 
   void parameters_to_stage() {

@@ -8,6 +8,7 @@
 #include "strata/sync/dense_allreduce.hpp"
 #include "strata/sync/ps_synchronizer.hpp"
 #include "strata/sync/sparse_allgather.hpp"
+#include "strata/sync/synchronizer.hpp"
 
 namespace strata {
 
@@ -65,5 +66,11 @@ struct synchronizer_for<S, C, O> {
 
 template <ValidStrategy S, Collectives C, Optimizer O>
 using synchronizer_t = typename synchronizer_for<S, C, O>::type;
+
+namespace detail {
+/// Every entry of the table models the Synchronizer concept (sync/synchronizer.hpp).
+template <class S, class C, class O>
+concept TableEntryIsSynchronizer = sync::Synchronizer<synchronizer_t<S, C, O>, O>;
+}  // namespace detail
 
 }  // namespace strata

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "strata/error.hpp"
+#include "strata/model/memory.hpp"
 #include "strata/numeric/float16.hpp"
 #include "strata/strategy/strategy.hpp"
 
@@ -23,9 +24,6 @@ namespace strata {
 
 /// The element type of a device variable's parameter and gradient.
 enum class element_type { fp32, fp16, bf16 };
-
-template <class T>
-concept DeviceElement = std::is_same_v<T, float> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 
 template <DeviceElement T>
 constexpr element_type element_type_of() {
@@ -129,11 +127,12 @@ inline std::string shape_text(std::span<const std::size_t> shape) {
 }  // namespace detail
 
 /// Declares a variable over device memory with strategy `S`, e.g.
-/// `device_variable<Dense>("fc1.weight", w, gw, {256, 784})` with `w` and `gw` spans of
-/// float, half or bfloat16 on the GPU. Throws binding_error, naming the variable, when a
-/// buffer does not hold exactly the shape's number of elements.
+/// `device_variable<Dense>("fc1.weight", w.memory(), gw.memory(), {256, 784})` with `w` and
+/// `gw` device_spans of float, half or bfloat16 (cuda::device_buffer::memory()). Throws
+/// binding_error, naming the variable, when a buffer does not hold exactly the shape's
+/// number of elements.
 template <NcclStrategy S, DeviceElement T, std::size_t Rank>
-device_variable_binding device_variable(std::string name, std::span<T> param, std::span<T> grad,
+device_variable_binding device_variable(std::string name, device_span<T> param, device_span<T> grad,
                                         const std::size_t (&shape)[Rank]) {
   static_assert(S::descriptor.codec == codec_kind::none || std::is_same_v<T, float>,
                 "Compress<FP16> and Compress<BF16> narrow fp32 gradients for the wire; fp16 and bf16 variables "
@@ -150,6 +149,21 @@ device_variable_binding device_variable(std::string name, std::span<T> param, st
                           "; bind a buffer of exactly that size");
   return {std::move(name), std::vector<std::size_t>(shape, shape + Rank), param.data(), grad.data(), elements,
           element_type_of<T>(), wire, S::descriptor.placement == placement_kind::ps};
+}
+
+namespace detail {
+template <class...>
+inline constexpr bool host_memory_given = false;
+}
+
+/// Host memory (a std::span) given to device_variable: refused, naming the rule.
+template <class S, class T, std::size_t Rank>
+device_variable_binding device_variable(std::string, std::span<T>, std::span<T>, const std::size_t (&)[Rank]) {
+  static_assert(detail::host_memory_given<S, T>,
+                "MemorySpace: device_variable binds GPU memory, given as device_span<T>(pointer, size) (or "
+                "cuda::device_buffer::memory()); a std::span is host memory, which variable<S> binds for the host "
+                "executor");
+  return {};
 }
 
 }  // namespace strata

@@ -34,8 +34,12 @@ class model {
   }
 
   /// Adds a variable; throws binding_error if its name is already taken.
-  template <ValidStrategy S, std::size_t Rank>
-  variable_id add(variable_declaration<S, Rank> declaration) {
+  template <ValidStrategy S, std::size_t Rank, class Space>
+  variable_id add(variable_declaration<S, Rank, Space> declaration) {
+    static_assert(std::is_same_v<Space, host_memory>,
+                  "MemorySpace: a model's variables are read by the host synchronizers, so they bind host memory; a "
+                  "variable over GPU memory (device_span) trains with staged_executor (host strategies through a stage "
+                  "of GPU memory) or is declared with device_variable<S> for the nccl executor");
     for (const auto& v : variables_)
       if (v.name == declaration.binding.name)
         throw binding_error(fmt::format("variable \"{}\" is declared twice; every variable needs its own name", v.name));
@@ -68,6 +72,15 @@ class model {
   std::vector<variable_binding> variables_;
   std::vector<std::size_t> strategy_of_;
 };
+
+template <class M>
+inline constexpr bool is_model = false;
+template <ValidStrategy... Strategies>
+inline constexpr bool is_model<model<Strategies...>> = true;
+
+/// A model<Strategies...>: what the host executor trains.
+template <class M>
+concept Model = is_model<M>;
 
 namespace detail {
 /// The distinct types of a list, in order of first appearance.

@@ -15,6 +15,7 @@
 #include <fmt/ranges.h>
 
 #include "strata/error.hpp"
+#include "strata/model/memory.hpp"
 #include "strata/strategy/canonical_string.hpp"
 
 namespace strata {
@@ -38,11 +39,14 @@ struct variable_id {
 };
 
 /// A declared variable, before it joins a model. Rank is static so that rank-dependent
-/// rules (partition axis, low-rank compression) are checked at compile time.
-template <ValidStrategy S, std::size_t Rank>
+/// rules (partition axis, low-rank compression) are checked at compile time; so is the
+/// memory its buffers live in (memory.hpp), so that only synchronizers of that memory
+/// take it.
+template <ValidStrategy S, std::size_t Rank, class Space = host_memory>
 struct variable_declaration {
   using strategy = S;
-  variable_binding binding;
+  using memory_space = Space;
+  variable_binding binding;  ///< for device_memory, spans over GPU memory: only a stage of it reads them
 };
 
 namespace detail {
@@ -88,6 +92,18 @@ template <ValidStrategy S, std::size_t Rank>
 variable_declaration<S, Rank> variable(std::string name, std::span<float> param, std::span<float> grad,
                                        const std::size_t (&shape)[Rank]) {
   return detail::declare<S, Rank>(std::move(name), param, grad, std::span<const std::size_t, Rank>(shape));
+}
+
+/// Declares a variable over GPU memory with a host strategy `S`, for the staged executor
+/// with a stage of GPU memory (cuda::pinned_stage): the host executor trains it through host
+/// mirrors. The declaration's memory space is device_memory, so no host synchronizer takes
+/// it directly.
+template <ValidStrategy S, std::size_t Rank>
+variable_declaration<S, Rank, device_memory> variable(std::string name, device_span<float> param, device_span<float> grad,
+                                                      const std::size_t (&shape)[Rank]) {
+  variable_declaration<S, Rank> checked = detail::declare<S, Rank>(
+      std::move(name), {param.data(), param.size()}, {grad.data(), grad.size()}, std::span<const std::size_t, Rank>(shape));
+  return {std::move(checked.binding)};
 }
 
 /// The same with extents of another integer type (`{rows, cols}` with int rows), which a
