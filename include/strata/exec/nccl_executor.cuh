@@ -47,6 +47,7 @@
 // current device of the thread that drives it.
 #include <cuda_runtime_api.h>
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -549,6 +550,18 @@ template <detail::DeviceOptimizer O>
 nccl_executor<O> make_executor(nccl::communicator comm, std::vector<device_variable_binding> variables, O optimizer,
                                nccl_executor_options options = {}) {
   return nccl_executor<O>(std::move(comm), std::move(variables), std::move(optimizer), options);
+}
+
+/// The same from the nccl backend's context (nccl::context, comm/nccl/mpi_bootstrap.hpp),
+/// as the host executor is built from mpi::context: device variables go to its
+/// collectives.
+template <class Context, detail::DeviceOptimizer O>
+  requires requires(Context& context) {
+    { context.collectives() } -> std::same_as<nccl::communicator&>;
+  }
+nccl_executor<O> make_executor(Context& context, std::vector<device_variable_binding> variables, O optimizer,
+                               nccl_executor_options options = {}) {
+  return make_executor(context.collectives(), std::move(variables), std::move(optimizer), options);
 }
 
 }  // namespace strata
