@@ -3,7 +3,7 @@
 # ranks for 10 epochs. Extra arguments go to the example (e.g. --strategy "AllReduce<Native>").
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install_deps.sh
+bash scripts/install_deps.sh --if-missing
 bash scripts/build.sh --target fashion_mnist
 root_flag=""
 if [ "$(id -u)" = 0 ]; then root_flag="--allow-run-as-root"; fi

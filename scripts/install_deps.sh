@@ -9,6 +9,16 @@ packages=(
   dataset-fashion-mnist
   clang libclang-rt-14-dev   # the fuzzers (scripts/sanitizers.sh)
 )
+# --if-missing: do nothing when every package is installed already (what test.sh and demo.sh
+# ask, so that each stands on its own on a fresh machine without updating apt every run).
+if [ "${1:-}" = "--if-missing" ]; then
+  missing=0
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || { missing=1; break; }
+  done
+  if [ "$missing" = 0 ]; then exit 0; fi
+  echo "install_deps.sh: installing missing packages" >&2
+fi
 sudo=""
 if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
 $sudo apt-get update -q
