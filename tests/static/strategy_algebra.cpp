@@ -64,5 +64,9 @@ static_assert(!std::is_same_v<Strategy<Partition<0, 4>>, Strategy<Partition<0>>>
 // and executors take only valid ones (compile_fail/hand_made_invalid_strategy.cpp).
 using UnsplitPS = canonical_strategy<PS<2>, Unpartitioned, NoCollective, Compress<None>, Consistency<BSP>, DenseGradient>;
 static_assert(CanonicalStrategy<UnsplitPS> && !ValidStrategy<UnsplitPS> && !ShardedParameterServerNeedsPartition<UnsplitPS>);
+// So is a second spelling of a valid strategy.
+using SecondSpelling =
+    canonical_strategy<PS<2>, Partition<0, 2>, NoCollective, Compress<None>, Consistency<BSP>, DenseGradient>;
+static_assert(ObeysEveryRule<SecondSpelling> && !CanonicalSpelling<SecondSpelling> && !ValidStrategy<SecondSpelling>);
 
 int main() {}

@@ -1,8 +1,8 @@
-// The nccl executor's bookkeeping, run on the CPU with a fake device launcher: the executor
-// marks gradients, counts micro-batches and starts buckets through the same step_bookkeeping,
-// launch_order, plan_device_buckets and device_signature as here, so what the GPU path
-// decides (which bucket starts when, in which micro-batch, what ranks compare) is tested
-// without a GPU. Only the kernels and NCCL calls themselves need one.
+// The nccl executor's step, run on the CPU with a fake device launcher: the executor drives
+// its CUDA launcher through the same device_step (over plan_device_buckets' buckets) and
+// builds its signature with the same device_signature as here, so what the GPU path decides
+// (which bucket starts when, after which events, in which micro-batch, what ranks compare)
+// is tested without a GPU. Only the kernels and NCCL calls themselves need one.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -12,68 +12,47 @@
 #include <catch2/catch.hpp>
 
 #include "strata/exec/device_signature.hpp"
-#include "strata/exec/step_bookkeeping.hpp"
+#include "strata/exec/device_step.hpp"
 #include "strata/optim/adam.hpp"
 #include "strata/optim/sgd.hpp"
 #include "strata/sync/device_buckets.hpp"
-#include "strata/sync/launch_order.hpp"
 
 using namespace strata;
 
 namespace {
 
-/// What the nccl executor does between grad_ready and the collectives, with a launcher
-/// that records each bucket it is asked to start and the micro-batch it started in.
-class fake_device_executor {
- public:
+/// A launcher that records what the nccl executor's would enqueue: each bucket started, in
+/// which micro-batch, and the updates.
+struct fake_launcher {
   struct launch {
     std::size_t bucket;
     micro_step phase;
+    bool after_marks;  // waits for the grad_ready events (else the caller's stream is ordered)
   };
-
-  fake_device_executor(std::vector<device_variable_binding> variables, sync::bucket_options buckets, int accumulation)
-      : variables_(std::move(variables)), steps_(device_variable_names(variables_), accumulation) {
-    std::vector<std::size_t> members;
-    bucket_of_.resize(variables_.size());
-    for (const sync::typed_bucket& b : sync::plan_device_buckets(variables_, buckets)) {
-      for (std::size_t m : b.layout.members) bucket_of_[m] = members.size();
-      members.push_back(b.layout.members.size());
-    }
-    order_ = sync::launch_order(std::move(members));
-  }
-
-  void grad_ready(std::size_t v) {
-    steps_.mark_ready(v);
-    order_.member_ready(bucket_of_[v]);
-    start();
-  }
-
-  /// Returns whether the step updated (the last micro-batch).
-  bool step() {
-    if (steps_.marking()) steps_.require_all_ready();
-    else order_.all_ready();
-    start();
-    const bool last = steps_.phase(updates_).last;
-    if (last) ++updates_;
-    order_.reset();
-    steps_.end_micro_batch();
-    return last;
-  }
-
-  const step_bookkeeping& steps() const { return steps_; }
+  std::vector<std::size_t> marked;
   std::vector<launch> launches;
+  std::vector<std::int64_t> updates;
+  int from_caller = 0;
 
- private:
-  void start() {
-    order_.start_ready([&](std::size_t b) { launches.push_back({b, steps_.phase(updates_)}); });
-  }
-
-  std::vector<device_variable_binding> variables_;
-  step_bookkeeping steps_;
-  std::vector<std::size_t> bucket_of_;
-  sync::launch_order order_{{}};
-  std::int64_t updates_ = 0;
+  void gradient_marked(std::size_t v) { marked.push_back(v); }
+  void gradients_from_caller() { ++from_caller; }
+  void start_bucket(std::size_t b, micro_step m, bool after_marks) { launches.push_back({b, m, after_marks}); }
+  void update(std::int64_t u) { updates.push_back(u); }
 };
+static_assert(DeviceLauncher<fake_launcher>);
+
+/// The nccl executor's step over `variables`' buckets, planned as the executor plans them.
+device_step device_step_for(const std::vector<device_variable_binding>& variables, sync::bucket_options buckets,
+                            int accumulation) {
+  device_step step(names_of(variables), accumulation, " on rank 0");
+  std::vector<std::size_t> bucket_of(variables.size()), members;
+  for (const sync::typed_bucket& b : sync::plan_device_buckets(variables, buckets)) {
+    for (std::size_t m : b.layout.members) bucket_of[m] = members.size();
+    members.push_back(b.layout.members.size());
+  }
+  step.plan(std::move(bucket_of), std::move(members));
+  return step;
+}
 
 std::vector<device_variable_binding> fp32_variables(const std::vector<std::size_t>& elements) {
   std::vector<device_variable_binding> variables;
@@ -83,9 +62,9 @@ std::vector<device_variable_binding> fp32_variables(const std::vector<std::size_
   return variables;
 }
 
-std::vector<std::size_t> buckets_of(const std::vector<fake_device_executor::launch>& launches) {
+std::vector<std::size_t> buckets_of(const fake_launcher& l) {
   std::vector<std::size_t> out;
-  for (const auto& l : launches) out.push_back(l.bucket);
+  for (const auto& launch : l.launches) out.push_back(launch.bucket);
   return out;
 }
 
@@ -94,47 +73,62 @@ std::vector<std::size_t> buckets_of(const std::vector<fake_device_executor::laun
 TEST_CASE("device path: a bucket starts once its gradients are ready and the buckets before it have started",
           "[device_path]") {
   // 4 variables of 16 floats, buckets of 64 bytes: {v3}, {v2}, {v1}, {v0} in launch order.
-  fake_device_executor exec(fp32_variables({16, 16, 16, 16}), {.first_bucket_bytes = 64, .bucket_bytes = 64}, 1);
-  exec.grad_ready(3);
-  CHECK(buckets_of(exec.launches) == std::vector<std::size_t>{0});
-  exec.grad_ready(1);  // bucket 2 is complete, but bucket 1 has not started: it waits
-  CHECK(buckets_of(exec.launches) == std::vector<std::size_t>{0});
-  exec.grad_ready(2);  // now both, in order
-  CHECK(buckets_of(exec.launches) == std::vector<std::size_t>{0, 1, 2});
-  exec.grad_ready(0);
-  CHECK(exec.step());
-  CHECK(buckets_of(exec.launches) == std::vector<std::size_t>{0, 1, 2, 3});
+  device_step step = device_step_for(fp32_variables({16, 16, 16, 16}), {.first_bucket_bytes = 64, .bucket_bytes = 64}, 1);
+  fake_launcher l;
+  step.grad_ready(3, l);
+  CHECK(buckets_of(l) == std::vector<std::size_t>{0});
+  step.grad_ready(1, l);  // bucket 2 is complete, but bucket 1 has not started: it waits
+  CHECK(buckets_of(l) == std::vector<std::size_t>{0});
+  step.grad_ready(2, l);  // now both, in order
+  CHECK(buckets_of(l) == std::vector<std::size_t>{0, 1, 2});
+  step.grad_ready(0, l);
+  CHECK(step.step(l));
+  CHECK(buckets_of(l) == std::vector<std::size_t>{0, 1, 2, 3});
+  CHECK(l.marked == std::vector<std::size_t>{3, 1, 2, 0});  // each mark records its event before anything starts
+  CHECK(std::ranges::all_of(l.launches, [](const auto& launch) { return launch.after_marks; }));
+  CHECK(l.updates == std::vector<std::int64_t>{1});
+  CHECK(l.from_caller == 0);
 
-  // A step that marks nothing starts every bucket, in order; the next step starts afresh.
-  exec.launches.clear();
-  CHECK(exec.step());
-  CHECK(buckets_of(exec.launches) == std::vector<std::size_t>{0, 1, 2, 3});
+  // A step that marks nothing takes every gradient from the caller's stream and starts every
+  // bucket, in order, without waiting for events; the next step starts afresh.
+  l.launches.clear();
+  CHECK(step.step(l));
+  CHECK(l.from_caller == 1);
+  CHECK(buckets_of(l) == std::vector<std::size_t>{0, 1, 2, 3});
+  CHECK(std::ranges::none_of(l.launches, [](const auto& launch) { return launch.after_marks; }));
+  CHECK(l.updates == std::vector<std::int64_t>{1, 2});
+  CHECK(step.updates() == 2);
 }
 
-TEST_CASE("device path: marking errors are the host executor's", "[device_path]") {
-  fake_device_executor exec(fp32_variables({4, 4}), {}, 1);
-  exec.grad_ready(1);
-  CHECK_THROWS_WITH(exec.grad_ready(1), Catch::Contains("grad_ready(\"v1\") called twice in one step"));
-  CHECK_THROWS_WITH(exec.grad_ready(7), Catch::Contains("the model has 2 variables"));
-  CHECK_THROWS_WITH(exec.step(), Catch::Contains("the gradient of \"v0\" was never marked ready"));
-  CHECK_THROWS_AS(step_bookkeeping({"w"}, 0), usage_error);
+TEST_CASE("device path: marking errors are the host executor's, naming the rank", "[device_path]") {
+  device_step step = device_step_for(fp32_variables({4, 4}), {}, 1);
+  fake_launcher l;
+  step.grad_ready(1, l);
+  CHECK_THROWS_WITH(step.grad_ready(1, l), Catch::Contains("grad_ready(\"v1\") on rank 0 called twice in one step"));
+  CHECK_THROWS_WITH(step.grad_ready(7, l), Catch::Contains("grad_ready(7) on rank 0: the model has 2 variables"));
+  CHECK_THROWS_WITH(step.step(l), Catch::Contains("step() on rank 0: the gradient of \"v0\" was never marked ready"));
+  CHECK(l.updates.empty());
+  CHECK_THROWS_WITH(device_step({"w"}, 0, " on rank 2"), Catch::Contains("accumulation_steps on rank 2 is 0"));
 }
 
 TEST_CASE("device path: with accumulation every micro-batch starts its buckets, and only the last updates",
           "[device_path]") {
-  fake_device_executor exec(fp32_variables({16, 16}), {.first_bucket_bytes = 64, .bucket_bytes = 64}, 3);
+  device_step step = device_step_for(fp32_variables({16, 16}), {.first_bucket_bytes = 64, .bucket_bytes = 64}, 3);
+  fake_launcher l;
   std::vector<bool> updated;
   for (int micro = 0; micro < 6; ++micro) {
-    exec.grad_ready(1);
-    exec.grad_ready(0);
-    updated.push_back(exec.step());
-    if (micro == 1) CHECK_THROWS_WITH(exec.steps().require_between_updates("save_checkpoint"),
-                                      Catch::Contains("2 of 3 micro-batches done"));
+    step.grad_ready(1, l);
+    step.grad_ready(0, l);
+    updated.push_back(step.step(l));
+    if (micro == 1)
+      CHECK_THROWS_WITH(step.bookkeeping().require_between_updates("save_checkpoint"),
+                        Catch::Contains("2 of 3 micro-batches done"));
   }
   CHECK(updated == std::vector<bool>{false, false, true, false, false, true});
-  REQUIRE(exec.launches.size() == 12);  // 2 buckets x 6 micro-batches
-  for (std::size_t i = 0; i < exec.launches.size(); ++i) {
-    const micro_step m = exec.launches[i].phase;
+  CHECK(l.updates == std::vector<std::int64_t>{1, 2});
+  REQUIRE(l.launches.size() == 12);  // 2 buckets x 6 micro-batches
+  for (std::size_t i = 0; i < l.launches.size(); ++i) {
+    const micro_step m = l.launches[i].phase;
     const std::size_t micro = i / 2 % 3;
     INFO("launch " << i);
     CHECK(m.first == (micro == 0));  // the first micro-batch replaces the sum
@@ -142,7 +136,7 @@ TEST_CASE("device path: with accumulation every micro-batch starts its buckets, 
     CHECK(m.micro_batches == 3);
     CHECK(m.update == static_cast<std::int64_t>(i / 6 + 1));
   }
-  exec.steps().require_between_updates("save_checkpoint");  // after the update: allowed
+  step.bookkeeping().require_between_updates("save_checkpoint");  // after the update: allowed
 }
 
 TEST_CASE("device path: the signature compares settings and hyper-parameters as the host one does", "[device_path]") {

@@ -18,8 +18,10 @@ template <class T>
 concept Element = std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, half> || std::same_as<T, bfloat16>;
 
 /// A group of ranks, split by what a backend can do: collectives (every backend),
-/// point-to-point (every backend), probing (host backends only). A synchronizer asks for
-/// what it uses, so a backend that lacks a capability is refused at compile time.
+/// point-to-point (every backend), probing (host backends only). The synchronizer table
+/// (exec/synchronizer_table.hpp) asks for what a synchronizer needs, so a backend that lacks
+/// a capability is refused there at compile time (PS<N> without Probing); the host
+/// synchronizers themselves are written against Communicator, all three.
 ///
 /// Non-blocking calls return a `request`; the operation's buffers must stay untouched until
 /// `wait` returns. Collectives must be called in the same order on every rank.

@@ -14,13 +14,6 @@
 
 namespace strata {
 
-/// The variables' names, in declaration order.
-inline std::vector<std::string> device_variable_names(std::span<const device_variable_binding> variables) {
-  std::vector<std::string> names;
-  for (const device_variable_binding& v : variables) names.push_back(v.name);
-  return names;
-}
-
 /// A line per fact that decides the collectives or the replicas' values.
 template <class O>
 std::vector<std::string> device_signature(std::span<const device_variable_binding> variables, int world_size,

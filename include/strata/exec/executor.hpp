@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
@@ -131,7 +130,7 @@ struct step_stats : sync_stats {
   double seconds = 0.0;  ///< wall time of step() itself
 };
 
-template <CommContext Context, class Model, Optimizer O>
+template <CommContext Context, class M, Optimizer O>
 class executor;
 
 template <CommContext Context, ValidStrategy... Strategies, Optimizer O>
@@ -158,10 +157,9 @@ class executor<Context, model<Strategies...>, O> {
   /// declared the same model (signature_error otherwise), then makes every replica start
   /// from rank 0's parameters; both within the deadline.
   executor(Context& context, model_type& m, O optimizer, executor_options options = {})
-      : context_(&context), model_(&m), optimizer_(std::move(optimizer)), checked_optimizer_(optimizer_),
-        options_(detail::check_options(options)), steps_(names_of(m.variables()), options_.accumulation_steps),
-        thread_(std::make_unique<sync::comm_thread>()) {
-    check_hyper_parameters(optimizer_, 0);
+      : context_(&context), model_(&m), optimizer_(std::move(optimizer)), options_(detail::check_options(options)),
+        steps_(names_of(m.variables()), options_.accumulation_steps), thread_(std::make_unique<sync::comm_thread>()) {
+    hyper_parameters_.check(optimizer_, 0);
     within_deadline("start-up (the model-signature check and the parameter broadcast)", [&] {
       // The handshake runs before any synchronizer talks to other ranks.
       std::vector<std::string> signature =
@@ -228,7 +226,7 @@ class executor<Context, model<Strategies...>, O> {
                                         *nonfinite));
       stats.skipped = true;
     } else if (m.last) {
-      check_changed_hyper_parameters();
+      hyper_parameters_.check(optimizer_, updates_ + 1);  // a schedule may have changed them
       ++updates_;
       std::apply([&](auto&... s) { (s.update(optimizer_, updates_), ...); }, *synchronizers_);
       stats.updated = true;
@@ -367,16 +365,6 @@ class executor<Context, model<Strategies...>, O> {
     });
   }
 
-  /// Checks the optimizer's hyper-parameters again if they changed since the last check (a
-  /// schedule sets them between steps); unchanged ones cost a comparison of bytes.
-  void check_changed_hyper_parameters() {
-    if constexpr (std::is_trivially_copyable_v<O>)
-      if (std::memcmp(static_cast<const void*>(&optimizer_), static_cast<const void*>(&checked_optimizer_), sizeof(O)) == 0)
-        return;
-    check_hyper_parameters(optimizer_, updates_ + 1);
-    checked_optimizer_ = optimizer_;
-  }
-
   /// The name of the first tensor of `set` holding a NaN or an infinity, or "".
   static std::string first_nonfinite(const ckpt::state_set& set) {
     for (const ckpt::tensor_state& t : set.tensors())
@@ -393,12 +381,6 @@ class executor<Context, model<Strategies...>, O> {
     std::size_t n = 0;
     for (std::size_t j = 0; j < i; ++j) n += model_->strategy_of({j}) == model_->strategy_of({i});
     return n;
-  }
-
-  static std::vector<std::string> names_of(std::span<const variable_binding> variables) {
-    std::vector<std::string> names;
-    for (const variable_binding& v : variables) names.push_back(v.name);
-    return names;
   }
 
   // Arrival announcements: when a rank reaches step() (its backward pass done) it tells every
@@ -502,7 +484,7 @@ class executor<Context, model<Strategies...>, O> {
   Context* context_;
   model_type* model_;
   O optimizer_;
-  O checked_optimizer_;  // as last found in range
+  hyper_parameter_check<O> hyper_parameters_;
   executor_options options_;
   step_bookkeeping steps_;  // ready marks and micro-batches
   std::unique_ptr<sync::comm_thread> thread_;

@@ -68,14 +68,13 @@
 #include "strata/cuda/pack.cuh"
 #include "strata/error.hpp"
 #include "strata/exec/device_signature.hpp"
+#include "strata/exec/device_step.hpp"
 #include "strata/exec/signature_check.hpp"
-#include "strata/exec/step_bookkeeping.hpp"
 #include "strata/model/device_variable.hpp"
 #include "strata/numeric/float16.hpp"
 #include "strata/optim/adam.hpp"
 #include "strata/optim/sgd.hpp"
 #include "strata/sync/device_buckets.hpp"
-#include "strata/sync/launch_order.hpp"
 #include "strata/sync/stats.hpp"
 
 namespace strata {
@@ -159,12 +158,12 @@ class nccl_executor {
   nccl_executor(nccl::communicator comm, std::vector<device_variable_binding> variables, O optimizer,
                 nccl_executor_options options = {})
       : comm_(std::move(comm)), variables_(std::move(variables)), optimizer_(std::move(optimizer)),
-        steps_(device_variable_names(variables_), options.accumulation_steps) {
-    check_hyper_parameters(optimizer_, 0);
+        driver_(names_of(variables_), options.accumulation_steps, " on rank " + std::to_string(comm_.rank())) {
+    hyper_parameters_.check(optimizer_, 0);
     require_current_device();
     check_bindings();
     check_signatures(detail::gather_lines(comm_.size(), device_signature(variables_, comm_.size(), options.buckets,
-                                                                         steps_.accumulation_steps(), optimizer_),
+                                                                         accumulation_steps(), optimizer_),
                                           [this](auto mine, auto all) { allgather_from_host(mine, all); }));
     for (std::size_t i = 0; i < variables_.size(); ++i) events_.push_back(make_event());
     updated_ = make_event();
@@ -196,10 +195,8 @@ class nccl_executor {
   /// once every member is marked. Optional: without it, step() takes every gradient from
   /// its stream; but once one variable of a step is marked, all must be.
   void grad_ready(std::size_t v, cudaStream_t stream) {
-    steps_.mark_ready(v);
-    record(events_[v], stream, [&] { return "grad_ready(\"" + variables_[v].name + "\")"; });
-    order_.member_ready(bucket_of_[v]);
-    launch_complete_buckets();
+    launcher l{*this, stream};
+    driver_.grad_ready(v, l);
   }
   void grad_ready(std::string_view name, cudaStream_t stream) { grad_ready(index(name), stream); }
 
@@ -209,21 +206,9 @@ class nccl_executor {
   /// reductions. Returns at once, true when it enqueued an update: that is done, and the
   /// gradients were read, when the event parameters_ready() waits on has completed.
   bool step(cudaStream_t stream = nullptr) {
-    if (steps_.marking()) {
-      steps_.require_all_ready();
-    } else {  // every gradient is the work queued so far on `stream`: one event orders them all
-      comm_.depend_on(stream);
-      order_.all_ready();
-      launch_complete_buckets();
-    }
-    const bool last = steps_.phase(updates_).last;
-    if (last) {
-      ++updates_;
-      for (bucket& b : buckets_) std::visit([&](auto& data) { update(b, data); }, b.data);
-    }
+    launcher l{*this, stream};
+    const bool last = driver_.step(l);
     record(updated_, comm_.stream(), [] { return std::string("step()"); });
-    order_.reset();
-    steps_.end_micro_batch();
     return last;
   }
 
@@ -244,7 +229,7 @@ class nccl_executor {
 
   /// The optimizer's hyper-parameters may change between steps (learning-rate schedules).
   O& optimizer() { return optimizer_; }
-  std::int64_t updates() const { return updates_; }
+  std::int64_t updates() const { return driver_.updates(); }
   /// What this rank holds beyond the user's buffers: the optimizer state, and (as
   /// server_values) the master copies of the PS slices it owns.
   memory_use memory() const {
@@ -371,10 +356,9 @@ class nccl_executor {
   }
 
   void plan(const sync::bucket_options& options) {
-    bucket_of_.resize(variables_.size());
-    std::vector<std::size_t> members;
+    std::vector<std::size_t> bucket_of(variables_.size()), members;
     for (sync::typed_bucket& planned : sync::plan_device_buckets(variables_, options)) {
-      for (std::size_t m : planned.layout.members) bucket_of_[m] = buckets_.size();
+      for (std::size_t m : planned.layout.members) bucket_of[m] = buckets_.size();
       members.push_back(planned.layout.members.size());
       if (planned.wire != planned.type) {  // fp32 narrowed by Compress<...>
         buckets_.push_back(planned.wire == element_type::fp16 ? make_compressed_bucket<half>(planned)
@@ -387,7 +371,7 @@ class nccl_executor {
         case element_type::bf16: buckets_.push_back(make_bucket<bfloat16>(planned)); break;
       }
     }
-    order_ = sync::launch_order(std::move(members));
+    driver_.plan(std::move(bucket_of), std::move(members));
   }
 
   template <class T>
@@ -427,15 +411,16 @@ class nccl_executor {
   }
 
   cuda::device_buffer<float> accumulator(std::size_t n) const {
-    return cuda::device_buffer<float>(steps_.accumulation_steps() > 1 ? n : 0, comm_.stream());
+    return cuda::device_buffer<float>(accumulation_steps() > 1 ? n : 0, comm_.stream());
   }
+
+  int accumulation_steps() const { return driver_.bookkeeping().accumulation_steps(); }
 
   /// Folds this micro-batch's packed gradients into the bucket's sum; on the last one the
   /// mean over the micro-batches replaces them (before any 16-bit rounding, so the wire
   /// keeps the headroom of one gradient). Returns whether they are now ready to reduce.
   template <class T>
-  bool accumulate(bucket& b, std::span<T> packed) {
-    const micro_step m = steps_.phase(updates_);
+  bool accumulate(bucket& b, std::span<T> packed, micro_step m) {
     if (m.micro_batches == 1) return true;
     const cudaStream_t stream = comm_.stream();
     if (m.first) cuda::scaled_widen<T>(packed, b.accumulated.span(), 1.0f, stream);
@@ -451,24 +436,37 @@ class nccl_executor {
     return sharded ? wire.subspan(slices.offset(comm_.rank()), slices.slice) : wire;
   }
 
-  /// Starts, in bucket order, every bucket whose gradients are all marked (after their
-  /// grad_ready events; unmarked, step() has ordered the stream already).
-  void launch_complete_buckets() {
-    order_.start_ready([&](std::size_t i) {
-      bucket& b = buckets_[i];
-      if (steps_.marking())
-        for (std::size_t m : b.members)
-          if (const cudaError_t status = cudaStreamWaitEvent(comm_.stream(), events_[m], 0); status != cudaSuccess)
-            nccl::detail::check_cuda(status, "cudaStreamWaitEvent (the gradient of \"" + variables_[m].name + "\")",
-                                     comm_.rank());
-      std::visit([&](auto& data) { start_reduction(b, data); }, b.data);
-    });
+  /// The device work of a step, for device_step (exec/device_step.hpp), which decides when.
+  struct launcher {
+    nccl_executor& exec;
+    cudaStream_t stream;  // the caller's
+
+    void gradient_marked(std::size_t v) {
+      exec.record(exec.events_[v], stream, [&] { return "grad_ready(\"" + exec.variables_[v].name + "\")"; });
+    }
+    void gradients_from_caller() { exec.comm_.depend_on(stream); }  // one event orders them all
+    void start_bucket(std::size_t i, micro_step m, bool marked) { exec.start_bucket(exec.buckets_[i], m, marked); }
+    void update(std::int64_t update) {
+      exec.hyper_parameters_.check(exec.optimizer_, update);  // a schedule may have changed them
+      for (bucket& b : exec.buckets_) std::visit([&](auto& data) { exec.update(b, data, update); }, b.data);
+    }
+  };
+
+  /// Starts bucket `b`: after its members' grad_ready events when they were marked (else
+  /// step() has ordered the stream already), packs it and accumulates or reduces it.
+  void start_bucket(bucket& b, micro_step m, bool marked) {
+    if (marked)
+      for (std::size_t v : b.members)
+        if (const cudaError_t status = cudaStreamWaitEvent(comm_.stream(), events_[v], 0); status != cudaSuccess)
+          nccl::detail::check_cuda(status, "cudaStreamWaitEvent (the gradient of \"" + variables_[v].name + "\")",
+                                   comm_.rank());
+    std::visit([&](auto& data) { start_reduction(b, data, m); }, b.data);
   }
 
   template <class T>
-  void start_reduction(bucket& b, bucket_data<T>& data) {
+  void start_reduction(bucket& b, bucket_data<T>& data, micro_step m) {
     data.grads.pack(data.wire.span().first(b.elements), comm_.stream());
-    if (!accumulate(b, data.wire.span().first(b.elements))) return;
+    if (!accumulate(b, data.wire.span().first(b.elements), m)) return;
     if (b.sharded) comm_.ireduce_scatter_sum(data.wire.span());
     else comm_.iallreduce_sum(data.wire.span());
   }
@@ -476,9 +474,9 @@ class nccl_executor {
   /// Averages before narrowing: the sum of P averages stays in range wherever the
   /// gradients themselves do, and fp32 does the division.
   template <class W>
-  void start_reduction(bucket& b, compressed_data<W>& data) {
+  void start_reduction(bucket& b, compressed_data<W>& data, micro_step m) {
     data.grads.pack(data.grad32.span(), comm_.stream());
-    if (!accumulate(b, data.grad32.span())) return;
+    if (!accumulate(b, data.grad32.span(), m)) return;
     cuda::scaled_narrow<W>(data.grad32.span(), data.wire.span(), average_scale(), comm_.stream());
     comm_.iallreduce_sum(data.wire.span());
   }
@@ -487,31 +485,32 @@ class nccl_executor {
   float average_scale() const { return 1.0f / static_cast<float>(comm_.size()); }
 
   /// Updates each member of `b` in place from its part of `grads` (the bucket's average).
-  void update_members(const bucket& b, detail::device_optimizer_state<O>& state, std::span<const float> grads) {
+  void update_members(const bucket& b, detail::device_optimizer_state<O>& state, std::span<const float> grads,
+                      std::int64_t update) {
     for (std::size_t k = 0; k < b.members.size(); ++k) {
       const device_variable_binding& v = variables_[b.members[k]];
-      state.update(optimizer_, updates_, detail::typed<float>(v.param, v.elements), grads.subspan(b.offsets[k], v.elements),
+      state.update(optimizer_, update, detail::typed<float>(v.param, v.elements), grads.subspan(b.offsets[k], v.elements),
                    b.offsets[k], comm_.stream());
     }
   }
 
   template <class W>
-  void update(const bucket& b, compressed_data<W>& data) {  // averaged before narrowing
+  void update(const bucket& b, compressed_data<W>& data, std::int64_t update) {  // averaged before narrowing
     cuda::scaled_widen<W>(data.wire.span(), data.grad32.span(), 1.0f, comm_.stream());
-    update_members(b, data.state, data.grad32.span());
+    update_members(b, data.state, data.grad32.span(), update);
   }
 
   /// Enqueues a reduced bucket's averaging and update, and for a sharded bucket the
   /// all-gather of the updated slices.
   template <class T>
-  void update(const bucket& b, bucket_data<T>& data) {
+  void update(const bucket& b, bucket_data<T>& data, std::int64_t update) {
     const float scale = average_scale();
     const cudaStream_t stream = comm_.stream();
     const std::span<T> wire = data.wire.span();
     if (!data.params) {  // fp32, replicated: the user's parameters are the master copy
       if constexpr (std::is_same_v<T, float>) {
         cuda::scaled_narrow<float>(wire, wire, scale, stream);  // in place: the average
-        update_members(b, data.state, wire);
+        update_members(b, data.state, wire, update);
       }
       return;
     }
@@ -525,7 +524,7 @@ class nccl_executor {
       cuda::scaled_widen<T>(range, data.grad32.span(), scale, stream);
       grad32 = data.grad32.span();
     }
-    data.state.update(optimizer_, updates_, data.master32.span(), grad32, 0, stream);
+    data.state.update(optimizer_, update, data.master32.span(), grad32, 0, stream);
     cuda::scaled_narrow<T>(data.master32.span(), range, 1.0f, stream);
     if (b.sharded) comm_.iallgather_blocks(wire);
     data.params->unpack(wire.first(b.elements), stream);
@@ -534,13 +533,11 @@ class nccl_executor {
   nccl::communicator comm_;
   std::vector<device_variable_binding> variables_;
   O optimizer_;
-  step_bookkeeping steps_;  // ready marks and micro-batches, as the host executor keeps them
+  hyper_parameter_check<O> hyper_parameters_;
+  device_step driver_;  // ready marks, micro-batches, bucket order: tested on the CPU
   std::vector<cudaEvent_t> events_;  // one per variable: its gradient is final
   cudaEvent_t updated_ = nullptr;    // the last update (or the start-up) is done
   std::vector<bucket> buckets_;      // in launch order
-  std::vector<std::size_t> bucket_of_;
-  sync::launch_order order_{{}};
-  std::int64_t updates_ = 0;
 };
 
 /// Builds the executor for device variables on the nccl backend (`comm`: a rank's

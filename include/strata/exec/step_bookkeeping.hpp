@@ -18,21 +18,24 @@ namespace strata {
 class step_bookkeeping {
  public:
   /// `names` of the variables, in declaration order (for messages); `accumulation_steps`
-  /// micro-batches make one update.
-  step_bookkeeping(std::vector<std::string> names, int accumulation_steps)
-      : names_(std::move(names)), accumulation_steps_(accumulation_steps), ready_(names_.size(), false) {
+  /// micro-batches make one update. `where` ends the subject of messages (" on rank 3").
+  step_bookkeeping(std::vector<std::string> names, int accumulation_steps, std::string where = "")
+      : names_(std::move(names)), where_(std::move(where)), accumulation_steps_(accumulation_steps),
+        ready_(names_.size(), false) {
     if (accumulation_steps_ < 1)
-      throw usage_error("accumulation_steps is " + std::to_string(accumulation_steps_) + "; it must be at least 1");
+      throw usage_error("accumulation_steps" + where_ + " is " + std::to_string(accumulation_steps_) +
+                        "; it must be at least 1");
   }
 
   /// Marks variable `v` ready in this micro-batch; throws usage_error for an unknown
   /// variable or a second mark.
   void mark_ready(std::size_t v) {
     if (v >= ready_.size())
-      throw usage_error("grad_ready(" + std::to_string(v) + "): the model has " + std::to_string(ready_.size()) +
-                        " variables");
+      throw usage_error("grad_ready(" + std::to_string(v) + ")" + where_ + ": the model has " +
+                        std::to_string(ready_.size()) + " variables");
     if (ready_[v])
-      throw usage_error("grad_ready(\"" + names_[v] + "\") called twice in one step; mark each gradient once between steps");
+      throw usage_error("grad_ready(\"" + names_[v] + "\")" + where_ +
+                        " called twice in one step; mark each gradient once between steps");
     ready_[v] = true;
     marking_ = true;
   }
@@ -45,7 +48,7 @@ class step_bookkeeping {
     if (!marking_) return;
     for (std::size_t i = 0; i < ready_.size(); ++i)
       if (!ready_[i])
-        throw usage_error("step(): the gradient of \"" + names_[i] +
+        throw usage_error("step()" + where_ + ": the gradient of \"" + names_[i] +
                           "\" was never marked ready, but others were; call grad_ready for every variable in a step, "
                           "or for none");
   }
@@ -76,10 +79,19 @@ class step_bookkeeping {
 
  private:
   std::vector<std::string> names_;
+  std::string where_;
   int accumulation_steps_;
   std::vector<bool> ready_;
   bool marking_ = false;
   int micro_ = 0;  // micro-batches of this update already stepped
 };
+
+/// The names of bindings (anything with a `name`), in order: what step_bookkeeping reports.
+template <class Bindings>
+std::vector<std::string> names_of(const Bindings& bindings) {
+  std::vector<std::string> names;
+  for (const auto& b : bindings) names.push_back(b.name);
+  return names;
+}
 
 }  // namespace strata

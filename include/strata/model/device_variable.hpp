@@ -44,7 +44,7 @@ constexpr std::string_view element_type_name(element_type t) {
 /// BF16>, no error feedback); and synchronous parameter-server variables (PS<N>, BSP, any
 /// partition, uncompressed), whose update is reduce-scattered to the ranks that own slices of
 /// it and all-gathered back.
-namespace rules::nccl {
+namespace nccl_rules {
 constexpr bool dense_gradient(const strategy_descriptor& d) { return !d.sparse_rows; }
 constexpr bool narrowing_codec(const strategy_descriptor& d) {
   return d.codec == codec_kind::none || d.codec == codec_kind::fp16 || d.codec == codec_kind::bf16;
@@ -61,46 +61,46 @@ constexpr bool native_allreduce(const strategy_descriptor& d) {
   return d.placement == placement_kind::ps || d.collective == collective_kind::native;
 }
 
-using DenseGradientsOnly = rule<"NcclDenseGradientsOnly",
+using DenseGradientsOnly = rules::rule<"NcclDenseGradientsOnly",
                                 "the nccl executor runs dense gradients only; SparseRows tables need the host executor "
                                 "over host memory (see docs/compatibility.md)",
                                 dense_gradient>;
-using NarrowingCodecsOnly = rule<"NcclNarrowingCodecsOnly",
+using NarrowingCodecsOnly = rules::rule<"NcclNarrowingCodecsOnly",
                                  "the nccl executor compresses with Compress<FP16> or Compress<BF16> only; TopK and "
                                  "PowerSGD run on the host: train those variables with staged_executor (see "
                                  "docs/compatibility.md)",
                                  narrowing_codec>;
-using NoErrorFeedback = rule<"NcclNoErrorFeedback",
+using NoErrorFeedback = rules::rule<"NcclNoErrorFeedback",
                              "the nccl executor has no error feedback yet; use Compress<FP16> or Compress<BF16> without "
                              "ErrorFeedback, or train the variable with staged_executor (see docs/compatibility.md)",
                              no_error_feedback>;
-using UncompressedParameterServer = rule<"NcclUncompressedParameterServer",
+using UncompressedParameterServer = rules::rule<"NcclUncompressedParameterServer",
                                          "the nccl executor does not compress PS<N> variables (see docs/compatibility.md)",
                                          uncompressed_parameter_server>;
-using SynchronousOnly = rule<"NcclSynchronousOnly",
+using SynchronousOnly = rules::rule<"NcclSynchronousOnly",
                              "the nccl executor runs synchronous (BSP) PS<N> only; Consistency<ASP> and Consistency<SSP<S>> "
                              "run on the host parameter server: train those variables with staged_executor (see "
                              "docs/compatibility.md)",
                              synchronous>;
-using UnpartitionedReplicas = rule<"NcclUnpartitionedReplicas",
+using UnpartitionedReplicas = rules::rule<"NcclUnpartitionedReplicas",
                                    "the nccl executor does not partition replicated variables yet; train them with "
                                    "staged_executor (see docs/compatibility.md)",
                                    unpartitioned_replicas>;
-using NativeAllReduceOnly = rule<"NcclNativeAllReduceOnly",
+using NativeAllReduceOnly = rules::rule<"NcclNativeAllReduceOnly",
                                  "the nccl executor runs AllReduce<Native> (ncclAllReduce) only; Ring, Tree and "
                                  "Hierarchical run on the host with staged_executor (see docs/compatibility.md)",
                                  native_allreduce>;
 
 using every_rule = std::tuple<DenseGradientsOnly, NarrowingCodecsOnly, NoErrorFeedback, UncompressedParameterServer,
                               SynchronousOnly, UnpartitionedReplicas, NativeAllReduceOnly>;
-}  // namespace rules::nccl
+}  // namespace nccl_rules
 
-/// A strategy the nccl executor runs: valid, and within every rule of rules::nccl.
+/// A strategy the nccl executor runs: valid, and within every rule of nccl_rules.
 template <class S>
-concept NcclStrategy = ValidStrategy<S> && Obeys<S, rules::nccl::DenseGradientsOnly> &&
-                       Obeys<S, rules::nccl::NarrowingCodecsOnly> && Obeys<S, rules::nccl::NoErrorFeedback> &&
-                       Obeys<S, rules::nccl::UncompressedParameterServer> && Obeys<S, rules::nccl::SynchronousOnly> &&
-                       Obeys<S, rules::nccl::UnpartitionedReplicas> && Obeys<S, rules::nccl::NativeAllReduceOnly>;
+concept NcclStrategy = ValidStrategy<S> && Obeys<S, nccl_rules::DenseGradientsOnly> &&
+                       Obeys<S, nccl_rules::NarrowingCodecsOnly> && Obeys<S, nccl_rules::NoErrorFeedback> &&
+                       Obeys<S, nccl_rules::UncompressedParameterServer> && Obeys<S, nccl_rules::SynchronousOnly> &&
+                       Obeys<S, nccl_rules::UnpartitionedReplicas> && Obeys<S, nccl_rules::NativeAllReduceOnly>;
 
 /// What the nccl executor sees of a variable.
 struct device_variable_binding {

@@ -2,7 +2,9 @@
 // Where a variable's buffers live is part of its type: a declaration over host memory can
 // only reach the host synchronizers, one over GPU memory only the nccl executor or a stage
 // of GPU memory (the staged executor), and a mix-up is a compile error naming the rule
-// (MemorySpace). std::span always means host memory; GPU memory is a device_span. Plain C++.
+// (MemorySpace). In a variable's declaration std::span means host memory and GPU memory is a
+// device_span. (Below the declarations, the kernels and the nccl communicator take std::span
+// over the memory their own documentation names.) Plain C++.
 #include <cstddef>
 #include <type_traits>
 

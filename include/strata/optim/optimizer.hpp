@@ -2,8 +2,11 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "strata/error.hpp"
@@ -63,6 +66,25 @@ void check_hyper_parameters(const O& optimizer, std::int64_t update) {
                         (update == 0 ? std::string("at start-up") : "at update " + std::to_string(update)) +
                         "; it must be a number in " + h.range());
 }
+
+/// Checks an optimizer's hyper-parameters whenever they may have changed: at start-up, and
+/// before an update after a schedule changed them. For trivially copyable optimizers an
+/// unchanged one costs a comparison of bytes; others are checked before every update.
+template <class O>
+class hyper_parameter_check {
+ public:
+  /// Throws usage_error as check_hyper_parameters; `update` 0 is start-up.
+  void check(const O& optimizer, std::int64_t update) {
+    if constexpr (std::is_trivially_copyable_v<O>)
+      if (checked_ && std::memcmp(static_cast<const void*>(&*checked_), static_cast<const void*>(&optimizer), sizeof(O)) == 0)
+        return;
+    check_hyper_parameters(optimizer, update);
+    checked_ = optimizer;
+  }
+
+ private:
+  std::optional<O> checked_;  // as last found in range
+};
 
 /// Bytes of one variable's optimizer state.
 template <Optimizer O>

@@ -10,7 +10,7 @@ struct BSP { static constexpr bool is_consistency_model = true; static constexpr
 /// applied on arrival with 1/workers of its gradient.
 struct ASP { static constexpr bool is_consistency_model = true; static constexpr int staleness = -1; };
 /// Stale synchronous: a pull at clock c waits until every worker's first c - S pushes are
-/// applied, so a read misses at most the last S pushes of each other worker (none of its
+/// applied, so a read misses at most S of each other worker's first c pushes (none of its
 /// own) and a worker pushes at most S + 1 updates more than the slowest. Each push is
 /// applied on arrival with 1/workers of its gradient.
 template <int S>

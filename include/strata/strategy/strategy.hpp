@@ -67,11 +67,19 @@ concept ObeysEveryRule = StaleConsistencyNeedsParameterServer<S> && AllReduceNee
                          PartitionShardsFollowParameterServer<S> && SparseRowsPartitionByRows<S> &&
                          LowRankCompressionNeedsDenseGradient<S> && TopKNeedsDenseGradient<S>;
 
-/// A canonical strategy that obeys every rule: what models, variables and executors take.
-/// Strategy<...> only forms valid ones; a canonical_strategy<...> spelled out by hand is
-/// checked here.
+/// One strategy has one type: a hand-made canonical_strategy<PS<N>, Partition<Axis, N>, ...>
+/// is the strategy of Partition<Axis> spelled a second way (canonical_form).
 template <class S>
-concept ValidStrategy = CanonicalStrategy<S> && ObeysEveryRule<S>;
+concept CanonicalSpelling =
+    S::descriptor == canonical_form(S::descriptor) ||
+    detail::unsatisfied<"under PS<N> a partition is written Partition<Axis>, not Partition<Axis, N>: one strategy has "
+                        "one type; form it with Strategy<...>">();
+
+/// A canonical strategy that obeys every rule, in its one spelling: what models, variables
+/// and executors take. Strategy<...> only forms valid ones; a canonical_strategy<...>
+/// spelled out by hand is checked here.
+template <class S>
+concept ValidStrategy = CanonicalStrategy<S> && ObeysEveryRule<S> && CanonicalSpelling<S>;
 
 namespace diagnostic {
 // Incomplete on purpose: the compiler's "incomplete type" error spells out the arguments.
