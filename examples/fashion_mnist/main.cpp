@@ -29,6 +29,7 @@
 
 #include <strata/strata.hpp>
 
+#include "../common/progress.hpp"
 #include "../common/rank_main.hpp"
 #include "idx.hpp"
 #include "mlp.hpp"
@@ -187,6 +188,9 @@ int train(strata::mpi::context& ctx, const options& o) {
     double loss_sum = 0.0;
     long batches = 0, index = 0;
     strata::sync_stats comm_before = exec.total();
+    const long epoch_steps = std::min(steps_per_epoch, last_step - static_cast<long>(epoch - 1) * steps_per_epoch);
+    examples::progress_line progress(examples::progress_wanted(rank), epoch,
+                                     std::max(0L, epoch_steps - done_before) * static_cast<long>(o.global_batch));
     for (auto batch : order | ranges::views::chunk(o.global_batch)) {
       if (static_cast<int>(ranges::distance(batch)) < o.global_batch || step >= last_step) break;
       if (index++ < done_before) continue;
@@ -209,9 +213,11 @@ int train(strata::mpi::context& ctx, const options& o) {
       }
       ++batches;
       ++step;
+      progress.update(batches * o.global_batch);
       if (checkpoints && o.checkpoint_every > 0 && step % o.checkpoint_every == 0) save_checkpoint(epoch, engine_before_shuffle);
       if (o.slow_down_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.slow_down_ms));
     }
+    progress.clear();
     if (checkpoints && o.checkpoint_every == 0) save_checkpoint(epoch + 1, to_text(shuffle_engine));
     const double epoch_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     seconds += epoch_seconds;
