@@ -38,13 +38,17 @@ class comm_thread {
 
  private:
   void run(std::stop_token stop) {
+    // A finished job is released only once the lock is taken again: its shared state may
+    // hold the exception the submitter is still handling, and the lock orders that handling
+    // (the submitter's next submit, or the destructor) before the release, which the
+    // exception's reference count (inside the C++ runtime) does not show ThreadSanitizer.
+    std::packaged_task<void()> job;
     for (;;) {
-      std::packaged_task<void()> job;
       {
         std::unique_lock lock(mutex_);
         wake_.wait(lock, [&] { return !jobs_.empty() || stop.stop_requested(); });
         if (jobs_.empty()) return;  // stop requested and nothing left to run
-        job = std::move(jobs_.front());
+        job = std::move(jobs_.front());  // releases the previous job
         jobs_.pop_front();
       }
       job();
