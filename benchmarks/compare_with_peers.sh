@@ -2,7 +2,9 @@
 # Runs strata side by side with the PyTorch DDP peer programs, alternating (A B A B ...),
 # and prints medians and ratios as one summary line:
 #   - gradient synchronization of ResNet-50: dense_sync vs peers/ddp_sync.py (sync_ms)
-#   - Fashion-MNIST training: examples/fashion_mnist vs peers/ddp_fashion_mnist.py
+#   - Fashion-MNIST training: examples/fashion_mnist vs peers/ddp_fashion_mnist.py; with
+#     TRAINER=build/examples/libtorch/libtorch_fashion_mnist the peer's libtorch twin instead
+#     (SYNC_ROUNDS=0 leaves out the ResNet-50 part)
 # Needs Debian's python3-torch and python3-torchvision, a build in ./build, and the peers
 # folder (default ../shared/peers; set PEERS to override).
 set -euo pipefail
@@ -11,6 +13,7 @@ peers=${PEERS:-../shared/peers}
 sync_rounds=${SYNC_ROUNDS:-5}
 train_rounds=${TRAIN_ROUNDS:-2}
 epochs=${EPOCHS:-10}
+trainer=${TRAINER:-build/examples/fashion_mnist}
 mpi=(mpirun -np 2 --oversubscribe --bind-to none)
 if [ "$(id -u)" = 0 ]; then mpi+=(--allow-run-as-root); fi
 
@@ -24,23 +27,28 @@ for ((i = 0; i < sync_rounds; ++i)); do
   echo "round $i: strata_ms=${strata_sync[-1]} ddp_sync_ms=${ddp_sync[-1]}"
 done
 
-strata_epoch=() strata_acc=() ddp_epoch=() ddp_acc=()
+strata_epoch=() strata_epoch_sync=() strata_acc=() ddp_epoch=() ddp_acc=()
 for ((i = 0; i < train_rounds; ++i)); do
-  out=$("${mpi[@]}" build/examples/fashion_mnist --epochs "$epochs" | grep summary:)
+  out=$("${mpi[@]}" "$trainer" --epochs "$epochs" | grep summary:)
   strata_epoch+=("$(field seconds_per_epoch <<<"$out")")
+  strata_epoch_sync+=("$(awk -v s="$(field sync_seconds <<<"$out")" -v e="$epochs" 'BEGIN {print s / e}')")
   strata_acc+=("$(field test_accuracy <<<"$out")")
   out=$("${mpi[@]}" /usr/bin/python3 "$peers/ddp_fashion_mnist.py" --epochs "$epochs" | grep summary)
   ddp_epoch+=("$(awk -v s="$(field train_seconds <<<"$out")" -v e="$epochs" 'BEGIN {print s / e}')")
   ddp_acc+=("$(field test_accuracy <<<"$out")")
-  echo "round $i: strata s/epoch=${strata_epoch[-1]} acc=${strata_acc[-1]}  ddp s/epoch=${ddp_epoch[-1]} acc=${ddp_acc[-1]}"
+  echo "round $i: strata s/epoch=${strata_epoch[-1]} (sync ${strata_epoch_sync[-1]}) acc=${strata_acc[-1]}  ddp s/epoch=${ddp_epoch[-1]} acc=${ddp_acc[-1]}"
 done
 
 s_sync=$(printf '%s\n' "${strata_sync[@]}" | median)
 d_sync=$(printf '%s\n' "${ddp_sync[@]}" | median)
+if ((sync_rounds == 0)); then s_sync=nan d_sync=nan; fi
 s_epoch=$(printf '%s\n' "${strata_epoch[@]}" | median)
+s_epoch_sync=$(printf '%s\n' "${strata_epoch_sync[@]}" | median)
 d_epoch=$(printf '%s\n' "${ddp_epoch[@]}" | median)
 s_acc=$(printf '%s\n' "${strata_acc[@]}" | median)
 d_acc=$(printf '%s\n' "${ddp_acc[@]}" | median)
-awk -v ss="$s_sync" -v ds="$d_sync" -v se="$s_epoch" -v de="$d_epoch" -v sa="$s_acc" -v da="$d_acc" 'BEGIN {
-  printf "summary: strata_sync_ms=%.2f ddp_sync_ms=%.2f sync_ratio=%.3f strata_s_per_epoch=%.3f ddp_s_per_epoch=%.3f epoch_ratio=%.3f strata_accuracy=%.4f ddp_accuracy=%.4f\n",
-         ss, ds, ss / ds, se, de, se / de, sa, da }'
+awk -v ss="$s_sync" -v ds="$d_sync" -v se="$s_epoch" -v de="$d_epoch" -v sa="$s_acc" -v da="$d_acc" -v sy="$s_epoch_sync" 'BEGIN {
+  if (ss != "nan") printf "summary: strata_sync_ms=%.2f ddp_sync_ms=%.2f sync_ratio=%.3f ", ss, ds, ss / ds
+  else printf "summary: "
+  printf "strata_s_per_epoch=%.3f strata_sync_s_per_epoch=%.3f ddp_s_per_epoch=%.3f epoch_ratio=%.3f strata_accuracy=%.4f ddp_accuracy=%.4f accuracy_gap_points=%.2f\n",
+         se, sy, de, se / de, sa, da, 100 * (sa - da) }'

@@ -7,6 +7,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   zlib1g-dev libopenblas-dev
   dataset-fashion-mnist
+  libtorch-dev               # examples/libtorch
   clang libclang-rt-14-dev   # the fuzzers (scripts/sanitizers.sh)
 )
 # --if-missing: do nothing when every package is installed already (what test.sh and demo.sh

@@ -8,17 +8,30 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <string>
 #include <string_view>
 
 #include <fmt/format.h>
 
 namespace examples {
 
+/// Whether the standard output of process `pid` is a terminal, read from /proc (Linux);
+/// false when it cannot be read.
+inline bool output_is_a_terminal(pid_t pid) {
+  std::error_code error;
+  const std::string target = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/fd/1", error).string();
+  return !error && (target.starts_with("/dev/pts/") || target.starts_with("/dev/tty"));
+}
+
 /// Whether this process should draw progress: rank 0, on a terminal (or STRATA_PROGRESS).
+/// OpenMPI hands the ranks it starts a pseudo-terminal of its own whatever mpirun writes to,
+/// so under mpirun the terminal that counts is mpirun's: the parent of a rank on its host.
 inline bool progress_wanted(int rank) {
   if (rank != 0) return false;
   if (const char* forced = std::getenv("STRATA_PROGRESS")) return std::string_view(forced) == "1";
-  return isatty(STDOUT_FILENO) == 1;
+  if (isatty(STDOUT_FILENO) != 1) return false;
+  return std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr || output_is_a_terminal(getppid());
 }
 
 class progress_line {

@@ -24,11 +24,15 @@ namespace fashion_mnist {
 struct dataset {
   static constexpr std::size_t pixels = 28 * 28;
 
-  std::vector<float> images;         ///< size() * pixels values, (x / 255 - mean) / std with the train-set statistics
+  std::vector<float> images;         ///< size() * pixels values, scaled as the loader was asked (pixel_scale)
   std::vector<std::uint8_t> labels;  ///< class ids in [0, 10)
 
   std::size_t size() const { return labels.size(); }
 };
+
+/// How pixel bytes become inputs: standardized with the train split's mean and deviation, or
+/// x / 255 (what the PyTorch peer programs feed their models).
+enum class pixel_scale { standardized, unit_range };
 
 namespace detail {
 
@@ -117,7 +121,7 @@ inline std::size_t read_header(gz_reader& in, std::uint32_t expected_magic) {
   return in.read_u32("header");
 }
 
-inline std::vector<float> read_images(const std::filesystem::path& file) {
+inline std::vector<float> read_images(const std::filesystem::path& file, pixel_scale scale) {
   gz_reader in(file);
   const std::size_t count = read_header(in, 2051);
   const std::uint32_t rows = in.read_u32("header");
@@ -129,7 +133,8 @@ inline std::vector<float> read_images(const std::filesystem::path& file) {
 
   std::vector<float> images(raw.size());
   for (std::size_t i = 0; i < raw.size(); ++i) {
-    images[i] = (static_cast<float>(raw[i]) / 255.0f - train_mean) / train_std;
+    const float unit = static_cast<float>(raw[i]) / 255.0f;
+    images[i] = scale == pixel_scale::standardized ? (unit - train_mean) / train_std : unit;
   }
   return images;
 }
@@ -151,7 +156,8 @@ inline std::vector<std::uint8_t> read_labels(const std::filesystem::path& file) 
 
 /// Loads `split` ("train" or "t10k") from `dir`, e.g. /usr/share/datasets/fashion-mnist. Throws
 /// strata::usage_error naming the file when one is missing, truncated or not the IDX file expected.
-inline dataset load(const std::filesystem::path& dir, std::string_view split) {
+inline dataset load(const std::filesystem::path& dir, std::string_view split,
+                    pixel_scale scale = pixel_scale::standardized) {
   if (split != "train" && split != "t10k") {
     throw std::invalid_argument("fashion_mnist: unknown split \"" + std::string(split) +
                                 "\", expected \"train\" or \"t10k\"");
@@ -160,7 +166,7 @@ inline dataset load(const std::filesystem::path& dir, std::string_view split) {
   const auto image_file = dir / (prefix + "-images-idx3-ubyte.gz");
   const auto label_file = dir / (prefix + "-labels-idx1-ubyte.gz");
 
-  dataset data{detail::read_images(image_file), detail::read_labels(label_file)};
+  dataset data{detail::read_images(image_file, scale), detail::read_labels(label_file)};
   if (data.images.size() != data.size() * dataset::pixels) {
     throw strata::usage_error("fashion_mnist: " + image_file.string() + " holds " +
                              std::to_string(data.images.size() / dataset::pixels) + " images but " +

@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -31,6 +30,7 @@
 
 #include "../common/progress.hpp"
 #include "../common/rank_main.hpp"
+#include "../common/run_summary.hpp"
 #include "idx.hpp"
 #include "mlp.hpp"
 
@@ -235,22 +235,15 @@ int train(strata::mpi::context& ctx, const options& o) {
 
   if (accuracy < 0)  // resumed after the last update: nothing was evaluated yet
     accuracy = test_accuracy();
-  if (rank == 0 && !o.save_params.empty()) {
-    std::ofstream out(o.save_params, std::ios::binary);
-    for (auto& t : net.tensors())
-      out.write(reinterpret_cast<const char*>(t.param.data()), static_cast<std::streamsize>(t.param.size_bytes()));
-    if (!out) throw std::runtime_error(fmt::format("could not write {}", o.save_params));
+  if (rank == 0) {
+    std::vector<std::span<const float>> params;
+    for (auto& t : net.tensors()) params.push_back(t.param);
+    examples::save_params(o.save_params, params);
   }
-  if (rank == 0)
-    fmt::print("summary: ranks={} strategy={} epochs={} steps={} test_accuracy={:.4f} seconds_per_epoch={:.3f} "
-               "sync_seconds={:.3f} wait_seconds={:.3f}\n",
-               ranks, strata::strategy_name<Strategy>(), epochs_run, step, accuracy, seconds / std::max(epochs_run, 1),
-               exec.total().comm_seconds, exec.total().wait_seconds);
-  if (accuracy < o.min_accuracy) {
-    if (rank == 0) fmt::print(stderr, "test accuracy {:.4f} is below --min-accuracy {:.4f}\n", accuracy, o.min_accuracy);
-    return 1;
-  }
-  return 0;
+  return examples::finish_run(rank,
+                              {ranks, strata::strategy_name<Strategy>(), epochs_run, step, accuracy,
+                               seconds / std::max(epochs_run, 1), exec.total().comm_seconds, exec.total().wait_seconds},
+                              o.min_accuracy);
 }
 
 }  // namespace
