@@ -10,6 +10,9 @@ packages=(
   libtorch-dev               # examples/libtorch
   clang libclang-rt-14-dev   # the fuzzers (scripts/sanitizers.sh)
 )
+# Conan 2, for the package.conan_create test, comes from PyPI: Debian has no Conan 2.
+conan_2() { command -v conan >/dev/null && conan --version 2>/dev/null | grep -q "^Conan version 2\."; }
+
 # --if-missing: do nothing when every package is installed already (what test.sh and demo.sh
 # ask, so that each stands on its own on a fresh machine without updating apt every run).
 if [ "${1:-}" = "--if-missing" ]; then
@@ -17,6 +20,7 @@ if [ "${1:-}" = "--if-missing" ]; then
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || { missing=1; break; }
   done
+  conan_2 || missing=1
   if [ "$missing" = 0 ]; then exit 0; fi
   echo "install_deps.sh: installing missing packages" >&2
 fi
@@ -24,3 +28,7 @@ sudo=""
 if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
 $sudo apt-get update -q
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${packages[@]}"
+if ! conan_2; then
+  python3 -m pip install --quiet 'conan>=2,<3' || echo "install_deps.sh: could not install Conan 2 from PyPI; package.conan_create will be skipped" >&2
+  if command -v pyenv >/dev/null; then pyenv rehash; fi  # the conan command of a pyenv Python
+fi

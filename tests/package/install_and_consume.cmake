@@ -5,12 +5,7 @@
 # Arguments: STRATA_BUILD_DIR, WORK_DIR, CXX; CONSUMER_DIR, or MODE=pkg_config PKG_CONFIG SOURCE.
 file(REMOVE_RECURSE "${WORK_DIR}")
 set(prefix "${WORK_DIR}/prefix")
-function(run)
-  execute_process(COMMAND ${ARGV} RESULT_VARIABLE status)
-  if(NOT status EQUAL 0)
-    message(FATAL_ERROR "failed (${status}): ${ARGV}")
-  endif()
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/run.cmake)
 run(${CMAKE_COMMAND} --install "${STRATA_BUILD_DIR}" --prefix "${prefix}")
 
 if(MODE STREQUAL "pkg_config")
