@@ -134,6 +134,7 @@ int train(strata::mpi::context& ctx, const options& o) {
                  total.comm_seconds - before.comm_seconds, total.wait_seconds - before.wait_seconds);
     std::fflush(stdout);
   }
+  if (test_accuracy < 0) test_accuracy = accuracy();  // no update was asked for (--max-steps 0)
   if (rank == 0) {
     std::vector<std::span<const float>> params;
     for (const auto& p : net.parameters())
