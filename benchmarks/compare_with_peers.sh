@@ -14,7 +14,9 @@ sync_rounds=${SYNC_ROUNDS:-5}
 train_rounds=${TRAIN_ROUNDS:-2}
 epochs=${EPOCHS:-10}
 trainer=${TRAINER:-build/examples/fashion_mnist}
-mpi=(mpirun -np 2 --oversubscribe --bind-to none)
+# One core per rank on both sides: the peers ask torch for one thread, but PyTorch's matrix
+# products run on OpenBLAS, whose threads only its own setting limits (strata's programs set it).
+mpi=(mpirun -np 2 --oversubscribe --bind-to none -x OPENBLAS_NUM_THREADS=1)
 if [ "$(id -u)" = 0 ]; then mpi+=(--allow-run-as-root); fi
 
 field() { grep -o "$1=[0-9.]*" | tail -1 | cut -d= -f2; }
@@ -42,7 +44,7 @@ for ((i = 0; i < train_rounds; ++i)); do
   out=$(grep summary <<<"$log")
   ddp_epoch+=("$(awk -v s="$(field train_seconds <<<"$out")" -v e="$epochs" 'BEGIN {print s / e}')")
   ddp_acc+=("$(field test_accuracy <<<"$out")")
-  ddp_last3+=("$(grep "^epoch" <<<"$log" | field test_accuracy | last3)")
+  ddp_last3+=("$(grep "^epoch" <<<"$log" | grep -o "test_accuracy=[0-9.]*" | cut -d= -f2 | last3)")
   echo "round $i: strata s/epoch=${strata_epoch[-1]} (sync ${strata_epoch_sync[-1]}) acc=${strata_acc[-1]} last3=${strata_last3[-1]}" \
        " ddp s/epoch=${ddp_epoch[-1]} acc=${ddp_acc[-1]} last3=${ddp_last3[-1]}"
 done

@@ -16,6 +16,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <CLI/CLI.hpp>
+#include <cblas.h>  // OpenBLAS's, for openblas_set_num_threads
 #include <fmt/format.h>
 #include <torch/torch.h>
 
@@ -151,7 +152,10 @@ int train(strata::mpi::context& ctx, const options& o) {
 
 int main(int argc, char** argv) {
   strata::mpi::context ctx(argc, argv);
-  torch::set_num_threads(1);  // one core per rank, as the twin: ranks are the parallelism
+  // One core per rank, as the twin asks: ranks are the parallelism. libtorch's CPU matrix
+  // products run on OpenBLAS, whose own threads torch::set_num_threads does not limit.
+  torch::set_num_threads(1);
+  openblas_set_num_threads(1);
   options o;
   CLI::App app{"Data-parallel Fashion-MNIST MLP in libtorch, synchronized by strata"};
   app.add_option("--data", o.data, "directory with the IDX .gz files");
