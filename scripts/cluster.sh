@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# A cluster of H "hosts" inside this machine: each host is a network namespace with its own
+# address, hostname and shaped link, all joined by a bridge in a namespace of its own, so that
+# OpenMPI runs across them as across machines (shared memory within a host, TCP between hosts).
+#
+#   scripts/cluster.sh up [--hosts H] [--slots S] [--rate RATE]
+#                                                      # build it (default 2 hosts of 2 ranks, 10gbit links)
+#   scripts/cluster.sh run -np 4 program args...       # mpirun across it (from host 0)
+#   scripts/cluster.sh shape HOST RATE                 # change one host's link rate (e.g. 100mbit)
+#   scripts/cluster.sh link HOST up|down               # cut or restore one host's link
+#   scripts/cluster.sh status                          # what exists
+#   scripts/cluster.sh down                            # remove everything it made
+#
+# Addresses come from the benchmarking range 198.18.0.0/15 and are given only to the namespaces
+# made here; no route leads out of them. Needs root. Exit status 77 when namespaces cannot be
+# made (tests report themselves skipped then).
+set -euo pipefail
+
+prefix=strata-                     # every namespace, hostname and state file made here starts so
+switch=${prefix}switch
+subnet=198.18.0
+state=/run/strata-cluster
+
+fail() { echo "cluster.sh: $*" >&2; exit 1; }
+host_ns() { echo "${prefix}h$1"; }
+address() { echo "$subnet.$(($1 + 1))"; }
+hosts_up() { [ -f "$state/hosts" ] && cat "$state/hosts" || echo 0; }
+
+# tbf needs a burst of at least rate / HZ, and under 64 KB it caps the rate well below the
+# setting; one millisecond of the rate, at least 64 KB, keeps the shaped rate within a few %.
+shape_link() {  # namespace device rate
+  local bits
+  local number=${3%bit}
+  bits=$(numfmt --from=si "${number^^}" 2>/dev/null) || fail "rate '$3' is not a number of bits per second (e.g. 10gbit, 500mbit)"
+  local burst=$((bits / 8 / 1000 > 65536 ? bits / 8 / 1000 : 65536))
+  ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$3" burst "$burst" latency 20ms
+}
+
+down() {
+  local ns
+  for ns in $(ip netns list | awk '{print $1}' | grep "^$prefix" || true); do
+    # OpenMPI's daemons and ranks left by a killed mpirun would hold the namespace and its segments.
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+    ip netns del "$ns"
+  done
+  rm -f /dev/shm/vader_segment."$prefix"* 2>/dev/null || true
+  rm -rf "$state"
+}
+
+up() {
+  local hosts=2 slots=2 rate=10gbit
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --hosts) hosts=$2; shift 2 ;;
+      --slots) slots=$2; shift 2 ;;
+      --rate) rate=$2; shift 2 ;;
+      *) fail "unknown option '$1' for up (--hosts H, --slots RANKS-PER-HOST, --rate RATE)" ;;
+    esac
+  done
+  [[ $hosts =~ ^[0-9]+$ ]] && ((hosts >= 1 && hosts <= 200)) || fail "--hosts must be 1 to 200, not '$hosts'"
+  [[ $slots =~ ^[0-9]+$ ]] && ((slots >= 1)) || fail "--slots must be a positive number of ranks per host, not '$slots'"
+  down  # idempotent: whatever an earlier run left is replaced
+  trap 'echo "cluster.sh: building the cluster failed; removing what was made" >&2; down' ERR
+  mkdir -p "$state"
+  ip netns add "$switch"
+  ip -n "$switch" link add br0 type bridge
+  ip -n "$switch" link set br0 up
+  local h ns
+  for ((h = 0; h < hosts; ++h)); do
+    ns=$(host_ns $h)
+    ip netns add "$ns"
+    ip link add "h$h" netns "$switch" type veth peer name eth0 netns "$ns"
+    ip -n "$switch" link set "h$h" master br0 up
+    ip -n "$ns" link set lo up
+    ip -n "$ns" addr add "$(address $h)/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    shape_link "$ns" eth0 "$rate"       # what the host sends
+    shape_link "$switch" "h$h" "$rate"  # what it receives
+    echo "$(address $h) slots=$slots" >>"$state/hostfile"  # mpirun fills host 0 first, then host 1...
+  done
+  echo "$hosts" >"$state/hosts"
+  echo "$rate" >"$state/rate"
+  # OpenMPI starts its daemon on each host through this "remote shell": into the host's
+  # namespace, under the host's own hostname (OpenMPI names its shared-memory segments by host).
+  cat >"$state/rsh" <<EOF
+#!/usr/bin/env bash
+# Called by mpirun as: rsh [options] ADDRESS COMMAND...
+while [[ \$1 == -* ]]; do shift; done
+host=\${1##*.}; shift
+exec ip netns exec "$prefix"h\$((host - 1)) unshare --uts sh -c "hostname $prefix"h\$((host - 1))"; \$*"
+EOF
+  chmod +x "$state/rsh"
+  trap - ERR
+  echo "cluster.sh: $hosts hosts ($(address 0)..$(address $((hosts - 1)))), links shaped to $rate; hostfile $state/hostfile"
+}
+
+run() {
+  (($(hosts_up) > 0)) || fail "no cluster: run 'scripts/cluster.sh up' first"
+  local mpi=(mpirun --hostfile "$state/hostfile" --mca plm_rsh_agent "$state/rsh"
+             --mca btl tcp,self,vader --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24"
+             --mca oob_tcp_keepalive_time 5 --bind-to none)
+  if [ "$(id -u)" = 0 ]; then mpi+=(--allow-run-as-root); fi
+  # mpirun itself runs on host 0, as a job started on a real cluster's first node.
+  exec ip netns exec "$(host_ns 0)" unshare --uts sh -c "hostname ${prefix}h0 && exec \"\$@\"" sh "${mpi[@]}" "$@"
+}
+
+host_index() {
+  [[ $1 =~ ^[0-9]+$ ]] && (($1 < $(hosts_up))) || fail "no host '$1': the cluster has hosts 0..$(($(hosts_up) - 1))"
+}
+
+if [ "$(id -u)" != 0 ]; then
+  echo "cluster.sh: needs root (network namespaces, veth pairs, tc)" >&2
+  exit 77
+fi
+if ! ip netns add "${prefix}probe" 2>/dev/null; then
+  echo "cluster.sh: network namespaces cannot be created here (ip netns add failed)" >&2
+  exit 77
+fi
+ip netns del "${prefix}probe"
+
+command=${1:-}
+shift || true
+case $command in
+  up) up "$@" ;;
+  down) down ;;
+  run) run "$@" ;;
+  shape) host_index "${1:-x}"; shape_link "$(host_ns "$1")" eth0 "$2"; shape_link "$switch" "h$1" "$2" ;;
+  link) host_index "${1:-x}"; ip -n "$(host_ns "$1")" link set eth0 "${2:?up or down}" ;;
+  status) ip netns list | grep "^$prefix" || echo "no cluster"; [ -f "$state/hostfile" ] && cat "$state/hostfile" || true ;;
+  *) fail "usage: cluster.sh up [--hosts H] [--slots S] [--rate RATE] | run MPIRUN-ARGS... | shape HOST RATE | link HOST up|down | status | down" ;;
+esac

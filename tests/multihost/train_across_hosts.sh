@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Fashion-MNIST on 2 hosts x 2 ranks of scripts/cluster.sh (TCP between the hosts, shared
+# memory within each): the ranks must be spread over both hosts, and 60 updates must end on
+# exactly the parameters of the same run on 4 ranks of one host. Exit 77 (skipped) where
+# network namespaces cannot be made.
+# Arguments: cluster.sh, the fashion_mnist program, compare_params, the one-host parameters, a work folder.
+set -euo pipefail
+cluster=$1 program=$2 compare=$3 reference=$4 work=$5
+rm -rf "$work" && mkdir -p "$work"
+trap 'bash "$cluster" down >/dev/null 2>&1 || true' EXIT
+status=0
+bash "$cluster" up --hosts 2 --slots 2 --rate 10gbit || status=$?
+if [ "$status" != 0 ]; then exit "$status"; fi
+
+placement=$(bash "$cluster" run -np 4 hostname | sort | uniq -c | awk '{print $2 "x" $1}' | paste -sd' ')
+echo "ranks per host: $placement"
+[ "$placement" = "strata-h0x2 strata-h1x2" ] || { echo "expected 2 ranks on each of strata-h0 and strata-h1" >&2; exit 1; }
+
+bash "$cluster" run -np 4 "$program" --epochs 1 --max-steps 60 --strategy "AllReduce<Ring>" \
+  --save-params "$work/params.2x2.bin"
+"$compare" --tolerance 0 "$reference" "$work/params.2x2.bin"
