@@ -7,7 +7,8 @@
 #                                                      # build it (default 2 hosts of 2 ranks, 10gbit links)
 #   scripts/cluster.sh run -np 4 program args...       # mpirun across it (from host 0)
 #   scripts/cluster.sh shape HOST RATE                 # change one host's link rate (e.g. 100mbit)
-#   scripts/cluster.sh link HOST up|down               # cut or restore one host's link
+#   scripts/cluster.sh link HOST up|down               # cut or restore one host's link (later
+#                                                      # jobs run on the hosts whose link is up)
 #   scripts/cluster.sh status                          # what exists
 #   scripts/cluster.sh down                            # remove everything it made
 #
@@ -72,12 +73,16 @@ up() {
     ip link add "h$h" netns "$switch" type veth peer name eth0 netns "$ns"
     ip -n "$switch" link set "h$h" master br0 up
     ip -n "$ns" link set lo up
+    # A connection to a host that is gone, with data in flight (an abort that must reach it),
+    # fails after 3 retransmissions (~3 s), not after TCP's quarter of an hour of them
+    # (a per-namespace setting; on real machines, the same sysctl).
+    ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=3
     ip -n "$ns" addr add "$(address $h)/24" dev eth0
     ip -n "$ns" link set eth0 up
     shape_link "$ns" eth0 "$rate"       # what the host sends
     shape_link "$switch" "h$h" "$rate"  # what it receives
-    echo "$(address $h) slots=$slots" >>"$state/hostfile"  # mpirun fills host 0 first, then host 1...
   done
+  echo "$slots" >"$state/slots"
   echo "$hosts" >"$state/hosts"
   echo "$rate" >"$state/rate"
   # OpenMPI starts its daemon on each host through this "remote shell": into the host's
@@ -90,15 +95,34 @@ host=\${1##*.}; shift
 exec ip netns exec "$prefix"h\$((host - 1)) unshare --uts sh -c "hostname $prefix"h\$((host - 1))"; \$*"
 EOF
   chmod +x "$state/rsh"
+  # An mpirun of the cluster, for launchers that take one (strata-launch --mpirun).
+  printf '#!/usr/bin/env bash\nexec bash %q run "$@"\n' "$(cd "$(dirname "$0")" && pwd)/$(basename "$0")" >"$state/mpirun"
+  chmod +x "$state/mpirun"
   trap - ERR
-  echo "cluster.sh: $hosts hosts ($(address 0)..$(address $((hosts - 1)))), links shaped to $rate; hostfile $state/hostfile"
+  echo "cluster.sh: $hosts hosts ($(address 0)..$(address $((hosts - 1)))), links shaped to $rate; mpirun: $state/mpirun"
+}
+
+# The hosts whose link is up, as an OpenMPI hostfile: a job started after a host was lost runs
+# on the others, as a scheduler would place it.
+write_hostfile() {
+  local h slots
+  slots=$(cat "$state/slots")
+  : >"$state/hostfile"
+  for ((h = 0; h < $(hosts_up); ++h)); do
+    [ -e "$state/down.$h" ] || echo "$(address $h) slots=$slots" >>"$state/hostfile"  # mpirun fills host 0 first
+  done
 }
 
 run() {
   (($(hosts_up) > 0)) || fail "no cluster: run 'scripts/cluster.sh up' first"
+  write_hostfile
+  # OpenMPI's daemons probe their idle connections after 2 s, every 1 s, 3 times: a host that
+  # is gone is given up in about 5 s (by default, hangs for minutes), so that an abort (strata's
+  # deadline) ends every rank in seconds even when one host cannot be told.
   local mpi=(mpirun --hostfile "$state/hostfile" --mca plm_rsh_agent "$state/rsh"
              --mca btl tcp,self,vader --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24"
-             --mca oob_tcp_keepalive_time 5 --bind-to none)
+             --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3
+             --bind-to none)
   if [ "$(id -u)" = 0 ]; then mpi+=(--allow-run-as-root); fi
   # mpirun itself runs on host 0, as a job started on a real cluster's first node.
   exec ip netns exec "$(host_ns 0)" unshare --uts sh -c "hostname ${prefix}h0 && exec \"\$@\"" sh "${mpi[@]}" "$@"
@@ -112,11 +136,14 @@ if [ "$(id -u)" != 0 ]; then
   echo "cluster.sh: needs root (network namespaces, veth pairs, tc)" >&2
   exit 77
 fi
-if ! ip netns add "${prefix}probe" 2>/dev/null; then
-  echo "cluster.sh: network namespaces cannot be created here (ip netns add failed)" >&2
-  exit 77
+if [ "${1:-}" = up ]; then
+  probe=${prefix}probe-$$
+  if ! ip netns add "$probe" 2>/dev/null; then
+    echo "cluster.sh: network namespaces cannot be created here (ip netns add failed)" >&2
+    exit 77
+  fi
+  ip netns del "$probe"
 fi
-ip netns del "${prefix}probe"
 
 command=${1:-}
 shift || true
@@ -125,7 +152,15 @@ case $command in
   down) down ;;
   run) run "$@" ;;
   shape) host_index "${1:-x}"; shape_link "$(host_ns "$1")" eth0 "$2"; shape_link "$switch" "h$1" "$2" ;;
-  link) host_index "${1:-x}"; ip -n "$(host_ns "$1")" link set eth0 "${2:?up or down}" ;;
-  status) ip netns list | grep "^$prefix" || echo "no cluster"; [ -f "$state/hostfile" ] && cat "$state/hostfile" || true ;;
+  link)
+    host_index "${1:-x}"
+    case ${2:-} in
+      down) ip -n "$(host_ns "$1")" link set eth0 down && touch "$state/down.$1" ;;
+      up) ip -n "$(host_ns "$1")" link set eth0 up && rm -f "$state/down.$1" ;;
+      *) fail "link HOST up|down, not '${2:-}'" ;;
+    esac ;;
+  status)
+    ip netns list | grep "^$prefix" || { echo "no cluster"; exit 0; }
+    write_hostfile && echo "hosts with their link up:" && cat "$state/hostfile" ;;
   *) fail "usage: cluster.sh up [--hosts H] [--slots S] [--rate RATE] | run MPIRUN-ARGS... | shape HOST RATE | link HOST up|down | status | down" ;;
 esac
