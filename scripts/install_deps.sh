@@ -8,27 +8,31 @@ packages=(
   zlib1g-dev libopenblas-dev
   dataset-fashion-mnist
   libtorch-dev               # examples/libtorch
+  iproute2                   # scripts/cluster.sh (the multihost tests)
   clang libclang-rt-14-dev   # the fuzzers (scripts/sanitizers.sh)
 )
-# Conan 2, for the package.conan_create test, comes from PyPI: Debian has no Conan 2.
+# Conan 2, for the package.conan_create test, comes from PyPI (Debian has no Conan 2), on a
+# best-effort basis: where pip cannot install it, that one test reports itself skipped.
 conan_2() { command -v conan >/dev/null && conan --version 2>/dev/null | grep -q "^Conan version 2\."; }
+install_conan() {
+  conan_2 && return 0
+  python3 -m pip install --quiet 'conan>=2,<3' 2>/dev/null ||
+    { echo "install_deps.sh: could not install Conan 2 with pip; package.conan_create will be skipped" >&2; return 0; }
+  if command -v pyenv >/dev/null; then pyenv rehash; fi  # the conan command of a pyenv Python
+}
 
-# --if-missing: do nothing when every package is installed already (what test.sh and demo.sh
-# ask, so that each stands on its own on a fresh machine without updating apt every run).
+# --if-missing: leave apt alone when every package is installed already (what test.sh and
+# demo.sh ask, so that each stands on its own on a fresh machine without updating apt every run).
 if [ "${1:-}" = "--if-missing" ]; then
   missing=0
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || { missing=1; break; }
   done
-  conan_2 || missing=1
-  if [ "$missing" = 0 ]; then exit 0; fi
+  if [ "$missing" = 0 ]; then install_conan; exit 0; fi
   echo "install_deps.sh: installing missing packages" >&2
 fi
 sudo=""
 if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
 $sudo apt-get update -q
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${packages[@]}"
-if ! conan_2; then
-  python3 -m pip install --quiet 'conan>=2,<3' || echo "install_deps.sh: could not install Conan 2 from PyPI; package.conan_create will be skipped" >&2
-  if command -v pyenv >/dev/null; then pyenv rehash; fi  # the conan command of a pyenv Python
-fi
+install_conan

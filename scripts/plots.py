@@ -49,7 +49,7 @@ def parse_allreduce(path):
     algorithms = ["ring", "tree", "hier", "native", "MPI"]
     sizes, busbw = [], {a: [] for a in algorithms}
     # A row: bytes, five bandwidths, three ratios (the ratios are not plotted).
-    for m in re.finditer(r"^\s*(\d+)((?:\s+[-+\w.]+){8})\s*$", text[header.end():], re.M):
+    for m in re.finditer(r"^[ \t]*(\d+)((?:[ \t]+[-+\w.]+){8})[ \t]*$", text[header.end():], re.M):
         try:
             values = [float(v) for v in m.group(2).split()[:5]]
         except ValueError:
@@ -70,7 +70,7 @@ def parse_compression(path):
         head = re.match(r"(\w+): \d+ tensors, \d+ parameters; (\d+) ranks", section)
         if not head:
             continue
-        rows = re.findall(r"^\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$", section, re.M)
+        rows = re.findall(r"^[ \t]+(\S+)[ \t]+([\d.]+)[ \t]+([\d.]+)[ \t]+([\d.]+)[ \t]+([\d.]+)[ \t]*$", section, re.M)
         if not rows:
             raise Unparsable(f"{path}: no codec rows under '{head.group(0)}'")
         models[head.group(1)] = (int(head.group(2)), {r[0]: tuple(map(float, r[1:])) for r in rows})

@@ -26,17 +26,18 @@ fi
 mpi=(mpirun --oversubscribe --bind-to none)
 if [ "$(id -u)" = 0 ]; then mpi+=(--allow-run-as-root); fi
 
-# Outputs of an earlier run (another strategy list, NP4=1) must not mix with this one's.
-mkdir -p "$data"
-rm -f "$data"/*.txt
+# This run's outputs go to a scratch folder and replace the saved ones only once every run
+# has succeeded: a failure leaves the saved data (and the charts drawn from it) as they were,
+# and an earlier run's files (another strategy list, NP4=1) never mix with this one's.
+fresh=$(mktemp -d)
+trap 'rm -rf "$fresh"' EXIT
 
-# run NAME RANKS COMMAND...: shows the output and saves it as $data/NAME.txt, only once complete.
+# run NAME RANKS COMMAND...: shows the output and saves it as NAME.txt.
 run() {
   local name=$1 ranks=$2
   shift 2
   echo "== $name: ${*}"
-  "${mpi[@]}" -np "$ranks" "$@" | tee "$data/$name.txt.part"
-  mv "$data/$name.txt.part" "$data/$name.txt"
+  "${mpi[@]}" -np "$ranks" "$@" | tee "$fresh/$name.txt"
 }
 
 run allreduce_bw_np2 2 build/benchmarks/allreduce_bw --rounds "$rounds"
@@ -48,4 +49,7 @@ for entry in "1_ring:AllReduce<Ring>" "2_fp16:AllReduce<Ring>,FP16" \
   run "fashion_mnist_${entry%%:*}" 2 build/examples/fashion_mnist --epochs "$epochs" --strategy "${entry#*:}"
 done
 
-/usr/bin/python3 scripts/plots.py "$data" --out docs/plots
+/usr/bin/python3 scripts/plots.py "$fresh" --out docs/plots
+mkdir -p "$data"
+rm -f "$data"/*.txt
+cp "$fresh"/*.txt "$data"/

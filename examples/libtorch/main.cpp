@@ -8,7 +8,7 @@
 // initialization seed, inputs (pixels / 255), data order (torch.randperm from a generator seeded
 // 1), split of each global batch over ranks, loss, and SGD with momentum. Only the gradient
 // synchronization differs, so accuracy and time per epoch compare one for one
-// (benchmarks/libtorch_vs_ddp.sh).
+// (TRAINER=build/examples/libtorch/libtorch_fashion_mnist SYNC_ROUNDS=0 bash benchmarks/compare_with_peers.sh).
 #include <chrono>
 #include <cmath>
 #include <cstdint>

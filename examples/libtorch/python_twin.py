@@ -9,9 +9,8 @@ where PyTorch is not installed.
 """
 import argparse, gzip, sys
 
-import numpy as np
-
 try:
+    import numpy as np
     import torch
 except ImportError:
     print("python_twin: skipped: PyTorch is not installed (apt-get install python3-torch)")
@@ -19,8 +18,9 @@ except ImportError:
 
 p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=50)
-p.add_argument("--global-batch", type=int, default=128)
+p.add_argument("--batch", type=int, default=128, help="global batch (the C++ program's --batch)")
 p.add_argument("--lr", type=float, default=0.05)
+p.add_argument("--momentum", type=float, default=0.9)
 p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
 p.add_argument("--compare", help="raw float32 parameters written by libtorch_fashion_mnist --save-params")
 p.add_argument("--tolerance", type=float, default=1e-5)
@@ -36,13 +36,13 @@ y = torch.tensor(idx(f"{a.data}/train-labels-idx1-ubyte.gz", 8), dtype=torch.lon
 torch.manual_seed(0)
 net = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128),
                           torch.nn.ReLU(), torch.nn.Linear(128, 10))
-opt = torch.optim.SGD(net.parameters(), lr=a.lr, momentum=0.9)
+opt = torch.optim.SGD(net.parameters(), lr=a.lr, momentum=a.momentum)
 g = torch.Generator().manual_seed(1)
-steps_per_epoch = len(x) // a.global_batch
+steps_per_epoch = len(x) // a.batch
 for s in range(a.steps):
     if s % steps_per_epoch == 0:
         perm = torch.randperm(len(x), generator=g)
-    b = perm[(s % steps_per_epoch) * a.global_batch:(s % steps_per_epoch + 1) * a.global_batch]
+    b = perm[(s % steps_per_epoch) * a.batch:(s % steps_per_epoch + 1) * a.batch]
     opt.zero_grad()
     torch.nn.functional.cross_entropy(net(x[b]), y[b]).backward()
     opt.step()

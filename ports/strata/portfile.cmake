@@ -1,5 +1,7 @@
 # vcpkg overlay port of strata, built from this repository's own tree (two folders up):
 #   vcpkg install strata --overlay-ports=<repo>/ports
+# vcpkg's binary cache hashes the port's files, not that tree: after changing strata, reinstall
+# with --no-binarycaching.
 # strata is header-only: one release configuration, no debug tree. The CPU library alone
 # (the CUDA kernel layer and the nccl backend are built from the repository, see docs/gpu.md).
 set(SOURCE_PATH "${CMAKE_CURRENT_LIST_DIR}/../..")
