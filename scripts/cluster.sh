@@ -25,14 +25,20 @@ state=/run/strata-cluster
 fail() { echo "cluster.sh: $*" >&2; exit 1; }
 host_ns() { echo "${prefix}h$1"; }
 address() { echo "$subnet.$(($1 + 1))"; }
-hosts_up() { [ -f "$state/hosts" ] && cat "$state/hosts" || echo 0; }
+host_count() { [ -f "$state/hosts" ] && cat "$state/hosts" || echo 0; }
+
+# A rate as tc writes it (10gbit, 500mbit) in bits per second; fails with a message otherwise.
+rate_bits() {
+  local number=${1%bit}
+  [[ $1 == *bit ]] && numfmt --from=si "${number^^}" 2>/dev/null ||
+    fail "rate '$1' is not a number of bits per second as tc writes it (e.g. 10gbit, 500mbit)"
+}
 
 # tbf needs a burst of at least rate / HZ, and under 64 KB it caps the rate well below the
 # setting; one millisecond of the rate, at least 64 KB, keeps the shaped rate within a few %.
 shape_link() {  # namespace device rate
   local bits
-  local number=${3%bit}
-  bits=$(numfmt --from=si "${number^^}" 2>/dev/null) || fail "rate '$3' is not a number of bits per second (e.g. 10gbit, 500mbit)"
+  bits=$(rate_bits "$3")
   local burst=$((bits / 8 / 1000 > 65536 ? bits / 8 / 1000 : 65536))
   ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$3" burst "$burst" latency 20ms
 }
@@ -60,8 +66,10 @@ up() {
   done
   [[ $hosts =~ ^[0-9]+$ ]] && ((hosts >= 1 && hosts <= 200)) || fail "--hosts must be 1 to 200, not '$hosts'"
   [[ $slots =~ ^[0-9]+$ ]] && ((slots >= 1)) || fail "--slots must be a positive number of ranks per host, not '$slots'"
+  rate_bits "$rate" >/dev/null
   down  # idempotent: whatever an earlier run left is replaced
-  trap 'echo "cluster.sh: building the cluster failed; removing what was made" >&2; down' ERR
+  # Any failure from here on (set -e, or fail's exit) removes what was made.
+  trap 'status=$?; echo "cluster.sh: building the cluster failed; removing what was made" >&2; down; exit $status' EXIT
   mkdir -p "$state"
   ip netns add "$switch"
   ip -n "$switch" link add br0 type bridge
@@ -98,7 +106,7 @@ EOF
   # An mpirun of the cluster, for launchers that take one (strata-launch --mpirun).
   printf '#!/usr/bin/env bash\nexec bash %q run "$@"\n' "$(cd "$(dirname "$0")" && pwd)/$(basename "$0")" >"$state/mpirun"
   chmod +x "$state/mpirun"
-  trap - ERR
+  trap - EXIT
   echo "cluster.sh: $hosts hosts ($(address 0)..$(address $((hosts - 1)))), links shaped to $rate; mpirun: $state/mpirun"
 }
 
@@ -108,34 +116,38 @@ write_hostfile() {
   local h slots
   slots=$(cat "$state/slots")
   : >"$state/hostfile"
-  for ((h = 0; h < $(hosts_up); ++h)); do
+  for ((h = 0; h < $(host_count); ++h)); do
     [ -e "$state/down.$h" ] || echo "$(address $h) slots=$slots" >>"$state/hostfile"  # mpirun fills host 0 first
   done
 }
 
 run() {
-  (($(hosts_up) > 0)) || fail "no cluster: run 'scripts/cluster.sh up' first"
+  (($(host_count) > 0)) || fail "no cluster: run 'scripts/cluster.sh up' first"
   write_hostfile
-  # OpenMPI's daemons probe their idle connections after 2 s, every 1 s, 3 times: a host that
-  # is gone is given up in about 5 s (by default, hangs for minutes), so that an abort (strata's
-  # deadline) ends every rank in seconds even when one host cannot be told.
+  # OpenMPI's daemons probe their idle connections after STRATA_CLUSTER_KEEPALIVE_S (2 s), then
+  # every 1 s, 3 times: a host that is gone is given up in about 5 s (by default, minutes), so
+  # that a job ends in seconds even when one host cannot be told.
   local mpi=(mpirun --hostfile "$state/hostfile" --mca plm_rsh_agent "$state/rsh"
              --mca btl tcp,self,vader --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24"
-             --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3
+             --mca oob_tcp_keepalive_time "${STRATA_CLUSTER_KEEPALIVE_S:-2}" --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3
              --bind-to none)
-  if [ "$(id -u)" = 0 ]; then mpi+=(--allow-run-as-root); fi
+  mpi+=(--allow-run-as-root)  # cluster.sh runs as root only
   # mpirun itself runs on host 0, as a job started on a real cluster's first node.
   exec ip netns exec "$(host_ns 0)" unshare --uts sh -c "hostname ${prefix}h0 && exec \"\$@\"" sh "${mpi[@]}" "$@"
 }
 
 host_index() {
-  [[ $1 =~ ^[0-9]+$ ]] && (($1 < $(hosts_up))) || fail "no host '$1': the cluster has hosts 0..$(($(hosts_up) - 1))"
+  (($(host_count) > 0)) || fail "no cluster: run 'scripts/cluster.sh up' first"
+  [[ $1 =~ ^[0-9]+$ ]] && (($1 < $(host_count))) || fail "no host '$1': the cluster has hosts 0..$(($(host_count) - 1))"
 }
 
 if [ "$(id -u)" != 0 ]; then
   echo "cluster.sh: needs root (network namespaces, veth pairs, tc)" >&2
   exit 77
 fi
+for tool in ip tc unshare numfmt mpirun; do
+  command -v "$tool" >/dev/null || fail "needs $tool (apt-get install iproute2 util-linux coreutils openmpi-bin)"
+done
 if [ "${1:-}" = up ]; then
   probe=${prefix}probe-$$
   if ! ip netns add "$probe" 2>/dev/null; then
@@ -151,7 +163,9 @@ case $command in
   up) up "$@" ;;
   down) down ;;
   run) run "$@" ;;
-  shape) host_index "${1:-x}"; shape_link "$(host_ns "$1")" eth0 "$2"; shape_link "$switch" "h$1" "$2" ;;
+  shape)
+    [ $# = 2 ] || fail "usage: cluster.sh shape HOST RATE (e.g. shape 1 100mbit)"
+    host_index "$1"; shape_link "$(host_ns "$1")" eth0 "$2"; shape_link "$switch" "h$1" "$2" ;;
   link)
     host_index "${1:-x}"
     case ${2:-} in

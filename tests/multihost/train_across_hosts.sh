@@ -7,6 +7,7 @@
 set -euo pipefail
 cluster=$1 program=$2 compare=$3 reference=$4 work=$5
 rm -rf "$work" && mkdir -p "$work"
+exec 9>/run/strata-cluster.lock && flock -w 600 9  # one cluster per machine: other tests wait
 trap 'bash "$cluster" down >/dev/null 2>&1 || true' EXIT
 status=0
 bash "$cluster" up --hosts 2 --slots 2 --rate 10gbit || status=$?
