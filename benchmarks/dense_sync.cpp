@@ -8,7 +8,14 @@
 // into buckets, the all-reduces, averaging and writing the gradients back are all timed.
 // The optimizer is a no-op so that only synchronization is measured, as in
 // shared/peers/ddp_sync.py.
+//
+// The bound is what this machine's memory allows any all-reduce of these bytes, measured in
+// the same run: a ring over p ranks must, on every rank at once, bring in (p-1)/p of the bytes
+// twice (reduce-scatter, then all-gather: one copy each, however the transport moves them) and
+// add (p-1)/p of them into its own. vs_bound = strata_ms / bound_ms (1.0: nothing but the
+// unavoidable memory traffic).
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -48,15 +55,27 @@ int main(int argc, char** argv) {
   std::vector<float> flat(total, 1.0f);
   const MPI_Comm comm = ctx.collectives().native_handle();
 
+  // The bound's memory traffic, on this rank's share of the bytes, every rank at once.
+  const std::size_t share = total / static_cast<std::size_t>(ctx.size()) * static_cast<std::size_t>(ctx.size() - 1);
+  std::vector<float> received(total, 1.0f), own(total, 2.0f);
+  auto memory_bound = [&] {
+    std::memcpy(received.data(), flat.data(), share * sizeof(float));  // reduce-scatter's incoming bytes
+    float* __restrict sum = own.data();
+    const float* __restrict in = received.data();
+    for (std::size_t i = 0; i < share; ++i) sum[i] += in[i];  // ...added into this rank's own
+    std::memcpy(received.data(), own.data(), share * sizeof(float));  // all-gather's incoming bytes
+  };
+
   std::vector<bench::contender> contenders = {
       {"strata ring", [&] { ring.step(); }},
       {"strata native", [&] { native.step(); }},
       {"flat MPI_Allreduce",
        [&] { MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(total), MPI_FLOAT, MPI_SUM, comm); }},
+      {"memory bound", memory_bound},
   };
   bench::interleave(contenders, rounds, 1, [&] { MPI_Barrier(comm); });
   const double ring_ms = 1e3 * bench::median(contenders[0].seconds), native_ms = 1e3 * bench::median(contenders[1].seconds),
-               flat_ms = 1e3 * bench::median(contenders[2].seconds);
+               flat_ms = 1e3 * bench::median(contenders[2].seconds), bound_ms = 1e3 * bench::median(contenders[3].seconds);
   if (ctx.rank() == 0) {
     fmt::print("ResNet-50: {} tensors, {} parameters, {:.1f} MiB; {} ranks; buckets {} MiB (first {} MiB); medians of {} "
                "rounds\n",
@@ -64,7 +83,8 @@ int main(int argc, char** argv) {
                rounds);
     for (const auto& c : contenders) fmt::print("  {:<20} {:8.2f} ms\n", c.name, 1e3 * bench::median(c.seconds));
     fmt::print("summary: ranks={} strata_ms={:.2f} strata_native_ms={:.2f} flat_mpi_ms={:.2f} ratio={:.3f} "
-               "native_ratio={:.3f} (strata = AllReduce<Ring>; ratio = strata_ms / flat_mpi_ms)\n",
-               ctx.size(), ring_ms, native_ms, flat_ms, ring_ms / flat_ms, native_ms / flat_ms);
+               "native_ratio={:.3f} bound_ms={:.2f} vs_bound={:.3f} (strata = AllReduce<Ring>; ratio = strata_ms / "
+               "flat_mpi_ms; vs_bound = strata_ms / bound_ms)\n",
+               ctx.size(), ring_ms, native_ms, flat_ms, ring_ms / flat_ms, native_ms / flat_ms, bound_ms, ring_ms / bound_ms);
   }
 }
