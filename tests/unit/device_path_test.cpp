@@ -45,12 +45,7 @@ static_assert(DeviceLauncher<fake_launcher>);
 device_step device_step_for(const std::vector<device_variable_binding>& variables, sync::bucket_options buckets,
                             int accumulation) {
   device_step step(names_of(variables), accumulation, " on rank 0");
-  std::vector<std::size_t> bucket_of(variables.size()), members;
-  for (const sync::typed_bucket& b : sync::plan_device_buckets(variables, buckets)) {
-    for (std::size_t m : b.layout.members) bucket_of[m] = members.size();
-    members.push_back(b.layout.members.size());
-  }
-  step.plan(std::move(bucket_of), std::move(members));
+  step.plan(sync::plan_device_buckets(variables, buckets), variables.size());
   return step;
 }
 

@@ -32,10 +32,16 @@ class device_step {
   device_step(std::vector<std::string> names, int accumulation_steps, std::string where = "")
       : steps_(std::move(names), accumulation_steps, std::move(where)) {}
 
-  /// The buckets, in launch order: `bucket_of[v]` holds variable v, `members[b]` counts
-  /// bucket b's variables.
-  void plan(std::vector<std::size_t> bucket_of, std::vector<std::size_t> members) {
-    bucket_of_ = std::move(bucket_of);
+  /// The buckets of `variables` variables, in launch order, each with `layout.members`, the
+  /// indices of its variables (what sync::plan_device_buckets gives).
+  template <class Buckets>
+  void plan(const Buckets& buckets, std::size_t variables) {
+    bucket_of_.assign(variables, 0);
+    std::vector<std::size_t> members;
+    for (const auto& b : buckets) {
+      for (std::size_t v : b.layout.members) bucket_of_.at(v) = members.size();
+      members.push_back(b.layout.members.size());
+    }
     order_ = sync::launch_order(std::move(members));
   }
 
@@ -80,7 +86,7 @@ class device_step {
 
   step_bookkeeping steps_;
   std::vector<std::size_t> bucket_of_;
-  sync::launch_order order_{{}};
+  sync::launch_order order_;
   std::int64_t updates_ = 0;
 };
 

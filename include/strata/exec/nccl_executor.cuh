@@ -356,10 +356,9 @@ class nccl_executor {
   }
 
   void plan(const sync::bucket_options& options) {
-    std::vector<std::size_t> bucket_of(variables_.size()), members;
-    for (sync::typed_bucket& planned : sync::plan_device_buckets(variables_, options)) {
-      for (std::size_t m : planned.layout.members) bucket_of[m] = buckets_.size();
-      members.push_back(planned.layout.members.size());
+    const std::vector<sync::typed_bucket> planned_buckets = sync::plan_device_buckets(variables_, options);
+    driver_.plan(planned_buckets, variables_.size());
+    for (const sync::typed_bucket& planned : planned_buckets) {
       if (planned.wire != planned.type) {  // fp32 narrowed by Compress<...>
         buckets_.push_back(planned.wire == element_type::fp16 ? make_compressed_bucket<half>(planned)
                                                               : make_compressed_bucket<bfloat16>(planned));
@@ -371,7 +370,6 @@ class nccl_executor {
         case element_type::bf16: buckets_.push_back(make_bucket<bfloat16>(planned)); break;
       }
     }
-    driver_.plan(std::move(bucket_of), std::move(members));
   }
 
   template <class T>

@@ -3,6 +3,7 @@
 // supported combination. Everything else lands on the primary template, whose error names
 // the strategy and the backend.
 #include "strata/comm/communicator.hpp"
+#include "strata/detail/always_false.hpp"
 #include "strata/optim/optimizer.hpp"
 #include "strata/strategy/strategy.hpp"
 #include "strata/sync/dense_allreduce.hpp"
@@ -17,11 +18,6 @@ namespace diagnostic {
 template <class Strategy, class Backend>
 struct no_synchronizer_for_strategy_on_backend;
 }  // namespace diagnostic
-
-namespace detail {
-template <class...>
-inline constexpr bool always_false = false;
-}
 
 template <ValidStrategy S, Collectives C, Optimizer O>
 struct synchronizer_for {

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "strata/detail/always_false.hpp"
 #include "strata/error.hpp"
 #include "strata/model/memory.hpp"
 #include "strata/numeric/float16.hpp"
@@ -151,15 +152,10 @@ device_variable_binding device_variable(std::string name, device_span<T> param, 
           element_type_of<T>(), wire, S::descriptor.placement == placement_kind::ps};
 }
 
-namespace detail {
-template <class...>
-inline constexpr bool host_memory_given = false;
-}
-
 /// Host memory (a std::span) given to device_variable: refused, naming the rule.
 template <class S, class T, std::size_t Rank>
 device_variable_binding device_variable(std::string, std::span<T>, std::span<T>, const std::size_t (&)[Rank]) {
-  static_assert(detail::host_memory_given<S, T>,
+  static_assert(detail::always_false<S, T>,
                 "MemorySpace: device_variable binds GPU memory, given as device_span<T>(pointer, size) (or "
                 "cuda::device_buffer::memory()); a std::span is host memory, which variable<S> binds for the host "
                 "executor");

@@ -294,7 +294,7 @@ class dense_allreduce_synchronizer {
   std::vector<bucket> buckets_;
   std::vector<position> home_;  // where each piece lives in the buckets
   std::vector<bool> collected_;    // per variable, this micro-batch
-  launch_order order_{{}};
+  launch_order order_;
 };
 
 }  // namespace strata::sync

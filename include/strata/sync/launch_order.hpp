@@ -11,6 +11,7 @@ namespace strata::sync {
 
 class launch_order {
  public:
+  launch_order() = default;  // no buckets (yet)
   /// `members[b]`: how many members bucket b has, in launch order.
   explicit launch_order(std::vector<std::size_t> members) : members_(std::move(members)), ready_(members_.size(), 0) {}
 
