@@ -1,0 +1,200 @@
+#pragma once
+// A mesh factors the world into three named axes: data (dp), tensor (tp) and pipeline (pp).
+// Every rank has a coordinate on each axis, and for each axis one group: the ranks that
+// differ from it only along that axis. Each group is a CommContext of its own, so what
+// strata already does over a world, it does over a group: the executor averages a stage's
+// gradients over its data group, tensor-parallel layers sum partial results over their
+// tensor group (tensor_parallel.hpp), the pipeline driver passes activations along the
+// pipeline group (pipeline.hpp).
+//
+//   strata::mpi::context ctx(argc, argv);
+//   strata::mesh mesh(ctx, strata::parse_mesh("dp=2,tp=2,pp=1", ctx.size()));
+//   auto exec = make_executor(mesh.data(), model, optimizer);   // all-reduces over dp only
+//
+// Ranks are laid out tensor fastest, then data, then pipeline (Megatron-LM's order): the
+// ranks of a tensor group are neighbours, so on real machines they share a node and its
+// fast links, and pipeline stages, which exchange the least, sit furthest apart.
+#include <array>
+#include <charconv>
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "strata/comm/communicator.hpp"
+#include "strata/detail/text.hpp"
+#include "strata/error.hpp"
+
+namespace strata {
+
+enum class mesh_axis { data, tensor, pipeline };
+
+inline constexpr std::array<mesh_axis, 3> mesh_axes = {mesh_axis::data, mesh_axis::tensor, mesh_axis::pipeline};
+
+/// The axis's name in `--mesh` text: dp, tp, pp.
+constexpr std::string_view axis_name(mesh_axis a) {
+  return a == mesh_axis::data ? "dp" : a == mesh_axis::tensor ? "tp" : "pp";
+}
+
+/// A position on every axis (or, for mesh_shape, the extent of every axis).
+struct mesh_coordinates {
+  int dp = 0, tp = 0, pp = 0;
+
+  constexpr int operator[](mesh_axis a) const { return a == mesh_axis::data ? dp : a == mesh_axis::tensor ? tp : pp; }
+  constexpr int& operator[](mesh_axis a) { return a == mesh_axis::data ? dp : a == mesh_axis::tensor ? tp : pp; }
+  friend constexpr bool operator==(const mesh_coordinates&, const mesh_coordinates&) = default;
+};
+
+/// How many ranks each axis has.
+struct mesh_shape {
+  int dp = 1, tp = 1, pp = 1;
+
+  constexpr int operator[](mesh_axis a) const { return a == mesh_axis::data ? dp : a == mesh_axis::tensor ? tp : pp; }
+  constexpr int ranks() const { return dp * tp * pp; }
+
+  /// The coordinates of world rank `rank`: tensor fastest, then data, then pipeline.
+  constexpr mesh_coordinates coordinates(int rank) const {
+    return {rank / tp % dp, rank % tp, rank / (tp * dp)};
+  }
+  /// The world rank at `c`.
+  constexpr int rank(mesh_coordinates c) const { return c.tp + tp * (c.dp + dp * c.pp); }
+
+  friend constexpr bool operator==(const mesh_shape&, const mesh_shape&) = default;
+};
+
+/// "dp=2,tp=2,pp=1", as the mesh it names.
+inline std::string to_string(const mesh_shape& s) { return fmt::format("dp={},tp={},pp={}", s.dp, s.tp, s.pp); }
+
+/// Parses `text` ("dp=2,tp=2,pp=1"; spaces allowed around items) for a world of
+/// `world_size` ranks. Axes left out have one rank, except dp, which when left out takes the
+/// ranks the others leave ("tp=2" on 8 ranks is dp=4,tp=2,pp=1). Throws usage_error naming
+/// the item at fault for an unknown or repeated axis, a count that is not a positive integer,
+/// or axes whose product is not the world size.
+inline mesh_shape parse_mesh(std::string_view text, int world_size) {
+  const std::string quoted = fmt::format("--mesh \"{}\"", detail::excerpt(text));
+  std::array<int, 3> given = {0, 0, 0};  // 0: not given
+  auto index = [](mesh_axis a) { return static_cast<std::size_t>(a); };
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    const std::size_t equals = item.find('=');
+    if (equals == std::string_view::npos)
+      throw usage_error(fmt::format("{}: \"{}\" is not axis=count; write e.g. dp=2,tp=2,pp=1", quoted, item));
+    const std::string_view name = item.substr(0, equals), count = item.substr(equals + 1);
+    const mesh_axis* axis = nullptr;
+    for (const mesh_axis& a : mesh_axes)
+      if (axis_name(a) == name) axis = &a;
+    if (!axis)
+      throw usage_error(fmt::format("{}: \"{}\" is not an axis; the axes are dp (data), tp (tensor) and pp (pipeline)",
+                                    quoted, name));
+    if (given[index(*axis)] != 0)
+      throw usage_error(fmt::format("{}: {} is given twice; give each axis once", quoted, name));
+    int n = 0;
+    const auto [end, status] = std::from_chars(count.data(), count.data() + count.size(), n);
+    if (status != std::errc() || end != count.data() + count.size() || n < 1)
+      throw usage_error(fmt::format("{}: {}={} is not a positive number of ranks", quoted, name, count));
+    given[index(*axis)] = n;
+  }
+  mesh_shape shape{given[0] == 0 ? 1 : given[0], given[1] == 0 ? 1 : given[1], given[2] == 0 ? 1 : given[2]};
+  if (given[0] == 0 && world_size % (shape.tp * shape.pp) == 0) shape.dp = world_size / (shape.tp * shape.pp);
+  if (shape.ranks() != world_size)
+    throw usage_error(fmt::format("{}: {} makes {} ranks, but the job has {}; the axes' product must be the number of ranks",
+                                  quoted, to_string(shape), shape.ranks(), world_size));
+  return shape;
+}
+
+/// The ranks of one mesh group, as a CommContext: the parent's three communicators split
+/// alike (collectives, parameter server, control), so every executor, synchronizer and
+/// checkpoint runs over the group as it would over a world. Giving up (a deadline) ends the
+/// whole job, as the parent's abort() does.
+template <CommContext Parent>
+class group_context {
+  template <class C>
+  using comm_t = std::remove_reference_t<C>;
+
+ public:
+  using collectives_type = comm_t<decltype(std::declval<Parent&>().collectives())>;
+  using parameter_server_type = comm_t<decltype(std::declval<Parent&>().parameter_server())>;
+  using control_type = comm_t<decltype(std::declval<Parent&>().control())>;
+
+  /// Collective over `parent`: ranks of one `color` form a group, ordered by `key`.
+  group_context(Parent& parent, int color, int key)
+      : parent_(&parent), collectives_(parent.collectives().split(color, key)),
+        parameter_server_(parent.parameter_server().split(color, key)), control_(parent.control().split(color, key)) {}
+
+  int rank() const { return control_.rank(); }
+  int size() const { return control_.size(); }
+  collectives_type& collectives() { return collectives_; }
+  parameter_server_type& parameter_server() { return parameter_server_; }
+  control_type& control() { return control_; }
+  void abort() { parent_->abort(); }
+
+ private:
+  Parent* parent_;
+  collectives_type collectives_;
+  parameter_server_type parameter_server_;
+  control_type control_;
+};
+
+/// A world factored into a mesh: this rank's coordinates and its group along each axis.
+/// Collective over `world`, which must outlive the mesh.
+template <CommContext Context>
+class mesh {
+ public:
+  mesh(Context& world, mesh_shape shape)
+      : shape_(checked(world, shape)), at_(shape_.coordinates(world.control().rank())),
+        data_(world, color_without(mesh_axis::data), at_.dp), tensor_(world, color_without(mesh_axis::tensor), at_.tp),
+        pipeline_(world, color_without(mesh_axis::pipeline), at_.pp) {}
+
+  const mesh_shape& shape() const { return shape_; }
+  /// This rank's place on every axis.
+  const mesh_coordinates& coordinates() const { return at_; }
+
+  /// The ranks that differ from this one only in their data coordinate: replicas of the
+  /// same shard of the same stage, whose gradients are averaged.
+  group_context<Context>& data() { return data_; }
+  /// The ranks that share this rank's data and pipeline coordinates: together they hold
+  /// one copy of the stage's tensor-parallel layers.
+  group_context<Context>& tensor() { return tensor_; }
+  /// The ranks that share this rank's data and tensor coordinates: the stages of one
+  /// pipeline, in stage order.
+  group_context<Context>& pipeline() { return pipeline_; }
+  group_context<Context>& group(mesh_axis a) {
+    return a == mesh_axis::data ? data_ : a == mesh_axis::tensor ? tensor_ : pipeline_;
+  }
+
+  /// "rank 5 (dp=0,tp=1,pp=1)": how messages name a rank of the mesh.
+  std::string describe(int world_rank) const {
+    const mesh_coordinates c = shape_.coordinates(world_rank);
+    return fmt::format("rank {} (dp={},tp={},pp={})", world_rank, c.dp, c.tp, c.pp);
+  }
+
+ private:
+  static mesh_shape checked(Context& world, mesh_shape shape) {
+    if (shape.dp < 1 || shape.tp < 1 || shape.pp < 1 || shape.ranks() != world.control().size())
+      throw usage_error(fmt::format("mesh {} makes {} ranks, but the job has {}; the axes' product must be the number of "
+                                    "ranks, each axis at least 1",
+                                    to_string(shape), shape.ranks(), world.control().size()));
+    return shape;
+  }
+
+  /// Equal exactly for the ranks whose coordinates agree on every axis but `a`.
+  int color_without(mesh_axis a) const {
+    mesh_coordinates c = at_;
+    c[a] = 0;
+    return shape_.rank(c);
+  }
+
+  mesh_shape shape_;
+  mesh_coordinates at_;
+  group_context<Context> data_, tensor_, pipeline_;
+};
+
+}  // namespace strata

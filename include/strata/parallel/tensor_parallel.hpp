@@ -1,0 +1,153 @@
+#pragma once
+// The collectives a tensor-parallel layer needs on its activations, called from the user's
+// own layer code (strata does not own layers). A weight split across the tensor group
+// leaves each rank with part of a result; these put the parts together, in forward and, as
+// their conjugate, in backward (Megatron-LM's f and g):
+//
+//   column-parallel linear (W's output rows split): y_r = W_r x
+//     forward : copy_to_group::forward    (x is used whole by every rank: nothing to do)
+//     backward: copy_to_group::backward   (dx = sum over ranks of W_r^T dy_r: an all-reduce)
+//   row-parallel linear (W's input columns split): y = sum_r W_r x_r
+//     forward : reduce_from_group::forward  (the sum: an all-reduce)
+//     backward: reduce_from_group::backward (dy reaches every rank whole: nothing to do)
+//
+// A column-parallel layer followed by a row-parallel one (an MLP block, attention with its
+// heads split) thus costs one all-reduce in forward and one in backward. gather_from_group
+// and scatter_to_group move activations split along their last dimension (a column-parallel
+// output the next layer needs whole, e.g. logits over a split vocabulary), and
+// reduce_scatter_to_group splits a sum by rows (sequence parallelism).
+//
+// Activations are row-major [rows, columns] spans of floats; a rank's part of a split
+// dimension is shard_of(...).
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "strata/comm/communicator.hpp"
+#include "strata/error.hpp"
+
+namespace strata::tensor_parallel {
+
+/// Elements [begin, begin + count) of a dimension split evenly over a group.
+struct shard {
+  std::size_t begin = 0, count = 0;
+};
+
+/// Rank `rank`'s part of a dimension of `extent` split over `size` ranks. Throws usage_error,
+/// naming `what`, unless the split is even: uneven shards would make the group's collectives
+/// move blocks of different sizes.
+inline shard shard_of(std::size_t extent, int size, int rank, std::string_view what) {
+  const auto n = static_cast<std::size_t>(size);
+  if (size < 1 || extent % n != 0)
+    throw usage_error(fmt::format("{} has {} elements along its split dimension, which {} tensor-parallel ranks cannot "
+                                  "share evenly; choose tp to divide {}",
+                                  what, extent, size, extent));
+  return {static_cast<std::size_t>(rank) * (extent / n), extent / n};
+}
+
+namespace detail {
+inline void require_rows(std::size_t elements, std::size_t rows, std::string_view call) {
+  if (rows == 0 || elements % rows != 0)
+    throw usage_error(fmt::format("tensor_parallel::{}: {} elements do not form {} rows", call, elements, rows));
+}
+}  // namespace detail
+
+/// Megatron's f: the input of a column-parallel layer.
+struct copy_to_group {
+  /// Every rank reads the whole input: nothing moves.
+  template <Collectives C>
+  static void forward(C&, std::span<const float>) {}
+  /// Each rank's input gradient holds its shard's share; every rank needs their sum.
+  template <Collectives C>
+  static void backward(C& group, std::span<float> input_grad) {
+    group.allreduce_sum(input_grad);
+  }
+};
+
+/// Megatron's g: the output of a row-parallel layer.
+struct reduce_from_group {
+  /// Each rank holds a partial sum of the output; every rank needs the whole.
+  template <Collectives C>
+  static void forward(C& group, std::span<float> partial_output) {
+    group.allreduce_sum(partial_output);
+  }
+  /// The output's gradient is whole on every rank already: nothing moves.
+  template <Collectives C>
+  static void backward(C&, std::span<const float>) {}
+};
+
+/// Activations split along their last dimension ([rows, cols / size] on each rank) made whole
+/// ([rows, cols]); backward keeps this rank's columns of the whole gradient.
+struct gather_from_group {
+  template <Collectives C>
+  static void forward(C& group, std::span<const float> part, std::span<float> whole, std::size_t rows) {
+    detail::require_rows(part.size(), rows, "gather_from_group::forward");
+    if (whole.size() != part.size() * static_cast<std::size_t>(group.size()))
+      throw usage_error(fmt::format("tensor_parallel::gather_from_group::forward: {} elements per rank over {} ranks do "
+                                    "not fill {}",
+                                    part.size(), group.size(), whole.size()));
+    const std::size_t cols = part.size() / rows, all_cols = whole.size() / rows;
+    std::vector<float> blocks(whole.size());  // rank r's [rows, cols] block at r * part.size()
+    group.allgather(part, std::span<float>(blocks));
+    for (int r = 0; r < group.size(); ++r)
+      for (std::size_t i = 0; i < rows; ++i)
+        std::copy_n(blocks.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * part.size() + i * cols), cols,
+                    whole.begin() + static_cast<std::ptrdiff_t>(i * all_cols + static_cast<std::size_t>(r) * cols));
+  }
+  template <Collectives C>
+  static void backward(C& group, std::span<const float> whole_grad, std::span<float> part_grad, std::size_t rows) {
+    detail::require_rows(whole_grad.size(), rows, "gather_from_group::backward");
+    const std::size_t all_cols = whole_grad.size() / rows;
+    const shard mine = shard_of(all_cols, group.size(), group.rank(), "the gradient of a gathered activation");
+    if (part_grad.size() != rows * mine.count)
+      throw usage_error(fmt::format("tensor_parallel::gather_from_group::backward: the part holds {} elements, not {} rows "
+                                    "of {}",
+                                    part_grad.size(), rows, mine.count));
+    for (std::size_t i = 0; i < rows; ++i)
+      std::copy_n(whole_grad.begin() + static_cast<std::ptrdiff_t>(i * all_cols + mine.begin), mine.count,
+                  part_grad.begin() + static_cast<std::ptrdiff_t>(i * mine.count));
+  }
+};
+
+/// The dual of gather_from_group: a whole activation split by its last dimension (each rank
+/// keeps its columns); backward gathers the gradient whole.
+struct scatter_to_group {
+  template <Collectives C>
+  static void forward(C& group, std::span<const float> whole, std::span<float> part, std::size_t rows) {
+    gather_from_group::backward(group, whole, part, rows);
+  }
+  template <Collectives C>
+  static void backward(C& group, std::span<const float> part_grad, std::span<float> whole_grad, std::size_t rows) {
+    gather_from_group::forward(group, part_grad, whole_grad, rows);
+  }
+};
+
+/// Partial sums of a whole [rows, cols] activation, reduced so that each rank keeps its
+/// rows of the sum (sequence parallelism); backward gathers the rows' gradients whole. The
+/// Collectives concept has no reduce-scatter, so forward all-reduces and keeps a part:
+/// correct, with twice the minimum traffic.
+struct reduce_scatter_to_group {
+  template <Collectives C>
+  static void forward(C& group, std::span<float> partial_whole, std::span<float> part) {
+    const shard mine = shard_of(partial_whole.size(), group.size(), group.rank(), "a reduce-scattered activation");
+    if (part.size() != mine.count)
+      throw usage_error(fmt::format("tensor_parallel::reduce_scatter_to_group::forward: the part holds {} elements, not {}",
+                                    part.size(), mine.count));
+    group.allreduce_sum(partial_whole);
+    std::copy_n(partial_whole.begin() + static_cast<std::ptrdiff_t>(mine.begin), mine.count, part.begin());
+  }
+  template <Collectives C>
+  static void backward(C& group, std::span<const float> part_grad, std::span<float> whole_grad) {
+    if (whole_grad.size() != part_grad.size() * static_cast<std::size_t>(group.size()))
+      throw usage_error(fmt::format("tensor_parallel::reduce_scatter_to_group::backward: {} elements per rank over {} ranks "
+                                    "do not fill {}",
+                                    part_grad.size(), group.size(), whole_grad.size()));
+    group.allgather(part_grad, whole_grad);
+  }
+};
+
+}  // namespace strata::tensor_parallel

@@ -1,0 +1,89 @@
+// Model parallelism against one rank: the block MLP (block_mlp.hpp) trained on a mesh, any
+// factorization of the job into data, tensor and pipeline groups under GPipe or 1F1B, must
+// end where the same model, data and global batch end on one rank. Every rank also trains
+// that 1-rank reference alone and compares its own part of every tensor with the matching
+// part of the reference: the largest difference, relative to the tensor's largest value,
+// must stay within --tolerance. The stages' activations in flight are checked against
+// their schedule's bound (GPipe: every micro-batch; 1F1B: at most the stages from this one
+// to the last).
+//
+//   mpiexec -n 4 mesh_training --mesh dp=2,tp=2,pp=1 --schedule 1f1b --updates 50
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "mpi/block_mlp.hpp"
+#include "strata/comm/mpi/mpi.hpp"
+#include "strata/parallel/mesh.hpp"
+#include "strata/parallel/pipeline.hpp"
+
+using namespace strata;
+using namespace strata::testing;
+
+int main(int argc, char** argv) {
+  mpi::context ctx(argc, argv);
+  CLI::App app{"Trains the block MLP on a mesh and compares it with one rank"};
+  std::string mesh_text = "dp=1", schedule = "1f1b";
+  int updates = 50;
+  double tolerance = 1e-4;
+  testing::block_mlp_config config;
+  app.add_option("--mesh", mesh_text, "axes, e.g. dp=2,tp=2,pp=1");
+  app.add_option("--schedule", schedule, "gpipe or 1f1b")->check(CLI::IsMember({"gpipe", "1f1b"}));
+  app.add_option("--updates", updates)->check(CLI::PositiveNumber);
+  app.add_option("--micro-batches", config.micro_batches)->check(CLI::PositiveNumber);
+  app.add_option("--tolerance", tolerance);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    mesh grid(ctx, parse_mesh(mesh_text, ctx.size()));
+    const trained run = train(grid, config, schedule, updates);
+    // The reference: this rank alone, as a mesh of one rank.
+    group_context<mpi::context> alone(ctx, ctx.rank(), 0);
+    mesh one(alone, mesh_shape{});
+    const trained reference = train(one, config, schedule, updates);
+
+    const double difference = largest_difference(run.tensors, reference.tensors);
+    const int stage = grid.coordinates().pp, stages = grid.shape().pp;
+    const int bound = schedule == "gpipe" ? config.micro_batches : std::min(stages - stage, config.micro_batches);
+    const bool in_flight_ok = schedule == "gpipe" ? run.max_in_flight == bound : run.max_in_flight <= bound;
+    const bool learned = stage + 1 != stages || run.last_loss < run.first_loss;
+    struct report {
+      double difference;
+      int in_flight, in_flight_ok, learned;
+    } mine{difference, run.max_in_flight, in_flight_ok, learned};
+    std::vector<report> all(static_cast<std::size_t>(ctx.size()));
+    ctx.control().allgather(std::span<const report>(&mine, 1), std::span<report>(all));
+    int failures = 0;
+    double worst = 0.0;
+    for (int r = 0; r < ctx.size(); ++r) {
+      const report& x = all[static_cast<std::size_t>(r)];
+      worst = std::max(worst, x.difference);
+      if (ctx.rank() != 0) continue;
+      if (x.difference > tolerance || !std::isfinite(x.difference))
+        ++failures, std::printf("FAIL %s: parameters differ from one rank's by %.3g relative (tolerance %.3g)\n",
+                                grid.describe(r).c_str(), x.difference, tolerance);
+      if (!x.in_flight_ok)
+        ++failures, std::printf("FAIL %s: %d micro-batches in flight breaks %s's bound\n", grid.describe(r).c_str(),
+                                x.in_flight, schedule.c_str());
+      if (!x.learned) ++failures, std::printf("FAIL %s: the loss did not fall\n", grid.describe(r).c_str());
+    }
+    if (ctx.rank() == 0) {
+      std::printf("mesh %s, %s, %d micro-batches: after %d updates the largest difference from one rank is %.3g "
+                  "relative (tolerance %.3g); stage 0 held at most %d micro-batches\n",
+                  to_string(grid.shape()).c_str(), schedule.c_str(), config.micro_batches, updates, worst, tolerance,
+                  all[0].in_flight);
+      if (stages == 1) std::printf("loss %.4f -> %.4f\n", run.first_loss, run.last_loss);
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_MAX, ctx.control().native_handle());
+    return failures == 0 ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mesh_training (rank %d): %s\n", ctx.rank(), e.what());
+    return 2;
+  }
+}
