@@ -7,9 +7,11 @@
 // variables averaged over its data group by a strata executor. Run on a 1-rank mesh it is
 // the reference: the same arithmetic, unsplit.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <stdexcept>
 #include <string_view>
@@ -316,24 +318,35 @@ struct trained {
   double first_loss = 0.0, last_loss = 0.0;  // the last stage's, summed over micro-batches
 };
 
+/// How train() runs, beyond the model.
+struct train_options {
+  std::string_view schedule = "1f1b";  // or "gpipe"
+  int updates = 50;
+  std::chrono::duration<double> timeout = default_timeout();  // the executor's and the pipeline's
+  std::function<void(int update)> before_update = [](int) {};  // e.g. a stall, for the fault tests
+};
+
+/// Trains the block MLP on `grid` with SGD: the pipeline runs each update's micro-batches,
+/// and the executor over the data group accumulates them and averages over the replicas.
 template <class Context>
-trained train(mesh<Context>& grid, const block_mlp_config& config, std::string_view schedule, int updates) {
+trained train(mesh<Context>& grid, const block_mlp_config& config, const train_options& o) {
   block_mlp net(config, grid.shape(), grid.coordinates());
   auto m = net.make_model();
   auto exec = make_executor(grid.data(), m, optim::sgd{.lr = 0.1f, .momentum = 0.5f},
-                            {.accumulation_steps = config.micro_batches});
-  pipeline::driver pipe(grid.pipeline().collectives(),
-                        std::vector<std::size_t>(static_cast<std::size_t>(grid.shape().pp - 1), net.boundary()));
+                            {.accumulation_steps = config.micro_batches, .timeout = o.timeout});
+  auto pipe = pipeline::make_driver(grid, std::vector<std::size_t>(static_cast<std::size_t>(grid.shape().pp - 1), net.boundary()),
+                                    {.timeout = o.timeout});
   auto& tp = grid.tensor().collectives();
   trained result;
-  for (int u = 1; u <= updates; ++u) {
+  for (int u = 1; u <= o.updates; ++u) {
+    o.before_update(u);
     double loss = 0.0;
     auto forward = [&](int i, std::span<const float> in, std::span<float> out) { net.forward(tp, u, i, in, out); };
     auto backward = [&](int i, std::span<const float> out_grad, std::span<float> in_grad) {
       loss += net.backward(tp, u, i, out_grad, in_grad);
       exec.step();  // accumulates; the last micro-batch's step averages over the data group and updates
     };
-    const pipeline::run_stats stats = schedule == "gpipe" ? pipe.run(pipeline::gpipe{}, config.micro_batches, forward, backward)
+    const pipeline::run_stats stats = o.schedule == "gpipe" ? pipe.run(pipeline::gpipe{}, config.micro_batches, forward, backward)
                                                           : pipe.run(pipeline::one_f_one_b{}, config.micro_batches, forward,
                                                                      backward);
     if (exec.updates() != u || net.held() != 0)

@@ -7,13 +7,18 @@
 // their schedule's bound (GPipe: every micro-batch; 1F1B: at most the stages from this one
 // to the last).
 //
+// With --stall RANK UPDATE that rank stops, and its pipeline neighbours' deadline must name
+// it (the fault test).
+//
 //   mpiexec -n 4 mesh_training --mesh dp=2,tp=2,pp=1 --schedule 1f1b --updates 50
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <exception>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -32,21 +37,29 @@ int main(int argc, char** argv) {
   CLI::App app{"Trains the block MLP on a mesh and compares it with one rank"};
   std::string mesh_text = "dp=1", schedule = "1f1b";
   int updates = 50;
-  double tolerance = 1e-4;
+  double tolerance = 1e-4, timeout = 300.0;
+  std::vector<int> stall;  // rank, update
   testing::block_mlp_config config;
   app.add_option("--mesh", mesh_text, "axes, e.g. dp=2,tp=2,pp=1");
   app.add_option("--schedule", schedule, "gpipe or 1f1b")->check(CLI::IsMember({"gpipe", "1f1b"}));
   app.add_option("--updates", updates)->check(CLI::PositiveNumber);
   app.add_option("--micro-batches", config.micro_batches)->check(CLI::PositiveNumber);
   app.add_option("--tolerance", tolerance);
+  app.add_option("--timeout", timeout, "seconds a rank waits for another (executor and pipeline)");
+  app.add_option("--stall", stall, "RANK UPDATE: that rank stops before that update (the fault tests)")->expected(2);
   CLI11_PARSE(app, argc, argv);
   try {
     mesh grid(ctx, parse_mesh(mesh_text, ctx.size()));
-    const trained run = train(grid, config, schedule, updates);
+    train_options options{.schedule = schedule, .updates = updates, .timeout = checked_timeout(timeout, "--timeout")};
+    if (stall.size() == 2 && stall[0] == ctx.rank())
+      options.before_update = [&](int u) {
+        if (u == stall[1]) std::this_thread::sleep_for(std::chrono::hours(1));
+      };
+    const trained run = train(grid, config, options);
     // The reference: this rank alone, as a mesh of one rank.
     group_context<mpi::context> alone(ctx, ctx.rank(), 0);
     mesh one(alone, mesh_shape{});
-    const trained reference = train(one, config, schedule, updates);
+    const trained reference = train(one, config, {.schedule = schedule, .updates = updates});
 
     const double difference = largest_difference(run.tensors, reference.tensors);
     const int stage = grid.coordinates().pp, stages = grid.shape().pp;

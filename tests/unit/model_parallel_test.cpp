@@ -67,7 +67,7 @@ TEST_CASE("the pipeline driver hands activations forward and their gradients bac
   constexpr int stages = 3, micro = 5;
   for (bool one_f_one_b : {false, true})
     loopback::run(stages, [&](loopback::context& ctx) {
-      pipeline::driver pipe(ctx.collectives(), {2, 2});
+      pipeline::driver pipe(ctx, {2, 2});
       std::vector<int> backwarded;
       const pipeline::run_stats stats = [&] {
         // Stage s adds s + 1 to each element; the last stage's output is the micro-batch
@@ -92,7 +92,7 @@ TEST_CASE("the pipeline driver hands activations forward and their gradients bac
       CHECK(stats.seconds >= stats.compute_seconds);
     });
   loopback::run(2, [](loopback::context& ctx) {
-    CHECK_THROWS_WITH(pipeline::driver(ctx.collectives(), {}), Catch::Contains("0 activation sizes for 2 stages"));
+    CHECK_THROWS_WITH(pipeline::driver(ctx, {}), Catch::Contains("0 activation sizes for 2 stages"));
   });
 }
 
@@ -103,10 +103,10 @@ TEST_CASE("the block MLP trained on a mesh ends where one rank's training ends",
     CAPTURE(text, schedule);
     loopback::run(4, [&](loopback::context& ctx) {
       mesh grid(ctx, parse_mesh(text, ctx.size()));
-      const testing::trained run = testing::train(grid, config, schedule, 5);
+      const testing::trained run = testing::train(grid, config, {.schedule = schedule, .updates = 5});
       group_context<loopback::context> alone(ctx, ctx.rank(), 0);
       mesh one(alone, mesh_shape{});
-      const testing::trained reference = testing::train(one, config, schedule, 5);
+      const testing::trained reference = testing::train(one, config, {.schedule = schedule, .updates = 5});
       CHECK(testing::largest_difference(run.tensors, reference.tensors) < 1e-5);
     });
   }

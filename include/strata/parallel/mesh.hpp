@@ -175,6 +175,13 @@ class mesh {
     const mesh_coordinates c = shape_.coordinates(world_rank);
     return fmt::format("rank {} (dp={},tp={},pp={})", world_rank, c.dp, c.tp, c.pp);
   }
+  /// The rank of this rank's `axis` group at position `index` along it, described.
+  std::string describe_along(mesh_axis axis, int index) const {
+    mesh_coordinates c = at_;
+    c[axis] = index;
+    const std::string rank = describe(shape_.rank(c));
+    return axis == mesh_axis::pipeline ? fmt::format("stage {}, {}", index, rank) : rank;
+  }
 
  private:
   static mesh_shape checked(Context& world, mesh_shape shape) {

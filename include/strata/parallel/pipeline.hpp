@@ -5,7 +5,7 @@
 // order a schedule gives, and moves the activations between neighbouring stages (forward)
 // and their gradients back (backward) by point-to-point messages:
 //
-//   strata::pipeline::driver pipe(mesh.pipeline().collectives(), {hidden * micro_rows, ...});
+//   auto pipe = strata::pipeline::make_driver(mesh, {hidden * micro_rows, ...});
 //   pipe.run(strata::pipeline::one_f_one_b{}, micro_batches,
 //            [&](int i, std::span<const float> in, std::span<float> out) { ... },    // forward
 //            [&](int i, std::span<const float> dout, std::span<float> din) { ... });  // backward
@@ -23,7 +23,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <cstdio>
 #include <deque>
+#include <functional>
+#include <string>
+#include <thread>
+#include <type_traits>
 #include <span>
 #include <string_view>
 #include <utility>
@@ -33,6 +39,8 @@
 
 #include "strata/comm/communicator.hpp"
 #include "strata/error.hpp"
+#include "strata/exec/timeout.hpp"
+#include "strata/parallel/mesh.hpp"
 
 namespace strata::pipeline {
 
@@ -106,21 +114,35 @@ struct run_stats {
 template <class F>
 concept StageFunction = requires(F& f, int micro_batch, std::span<const float> in, std::span<float> out) { f(micro_batch, in, out); };
 
-/// Runs one stage of a pipeline over `stages`, the pipeline group (rank i is stage i).
-template <PointToPoint C>
+struct driver_options {
+  /// How long a stage waits for a neighbour's message before it names the neighbour and
+  /// ends the job (as the executor's deadline does).
+  std::chrono::duration<double> timeout = default_timeout();
+  /// How messages name the rank of stage s (mesh::describe names its coordinates).
+  std::function<std::string(int stage)> describe = [](int stage) { return fmt::format("stage {}", stage); };
+};
+
+/// Runs one stage of a pipeline over `stages`, the pipeline group (a CommContext whose rank
+/// i is stage i; mesh::pipeline()).
+template <CommContext Context>
 class driver {
+  using comm_type = std::remove_reference_t<decltype(std::declval<Context&>().collectives())>;
+
  public:
   /// `boundaries[s]`: the elements of one micro-batch's activation that stage s hands to
   /// stage s + 1 (one entry per boundary: stages - 1 of them, equal on every stage).
-  driver(C& stages, std::vector<std::size_t> boundaries) : group_(&stages), boundaries_(std::move(boundaries)) {
-    if (boundaries_.size() + 1 != static_cast<std::size_t>(stages.size()))
+  driver(Context& stages, std::vector<std::size_t> boundaries, driver_options options = {})
+      : group_(&stages), boundaries_(std::move(boundaries)),
+        options_(std::move(options)) {
+    checked_timeout(options_.timeout.count(), "pipeline::driver_options::timeout");
+    if (boundaries_.size() + 1 != static_cast<std::size_t>(size()))
       throw usage_error(fmt::format("pipeline::driver: {} activation sizes for {} stages; give one per boundary between "
                                     "neighbouring stages ({})",
-                                    boundaries_.size(), stages.size(), stages.size() - 1));
+                                    boundaries_.size(), size(), size() - 1));
   }
 
-  int stage() const { return group_->rank(); }
-  int stages() const { return group_->size(); }
+  int stage() const { return group_->collectives().rank(); }
+  int stages() const { return size(); }
   bool first() const { return stage() == 0; }
   bool last() const { return stage() + 1 == stages(); }
 
@@ -130,7 +152,8 @@ class driver {
   /// the loss). input stays valid until backward(i) returns, so the stage may keep it.
   /// backward(i, output_grad, input_grad): output_grad is the next stage's (empty on the
   /// last stage); fill input_grad (empty on the first stage).
-  /// Every stage of the group must run with the same schedule and micro_batches.
+  /// Every stage of the group must run with the same schedule and micro_batches. A message
+  /// that does not come within the timeout ends the job, naming the stage it waited for.
   template <class Schedule, StageFunction Forward, StageFunction Backward>
   run_stats run(Schedule schedule, int micro_batches, Forward&& forward, Backward&& backward) {
     using clock = std::chrono::steady_clock;
@@ -145,18 +168,19 @@ class driver {
       f();
       stats.compute_seconds += std::chrono::duration<double>(clock::now() - t).count();
     };
+    ++runs_;
     for (const work& w : order(schedule, stages(), stage(), micro_batches)) {
       std::vector<float>& input = inputs[static_cast<std::size_t>(w.micro_batch)];
       if (w.kind == pass::forward) {
         input.resize(in_size);
-        if (!first()) receive(input, stage() - 1, forward_tag);
+        if (!first()) receive(input, stage() - 1, forward_tag, w);
         std::vector<float>& output = outgoing(out_size);
         timed([&] { forward(w.micro_batch, std::span<const float>(input), std::span<float>(output)); });
         if (!last()) send(output, stage() + 1, forward_tag);
         stats.max_in_flight = std::max(stats.max_in_flight, ++in_flight);
       } else {
         std::vector<float> output_grad(out_size);
-        if (!last()) receive(output_grad, stage() + 1, backward_tag);
+        if (!last()) receive(output_grad, stage() + 1, backward_tag, w);
         std::vector<float>& input_grad = outgoing(in_size);
         timed([&] { backward(w.micro_batch, std::span<const float>(output_grad), std::span<float>(input_grad)); });
         if (!first()) send(input_grad, stage() - 1, backward_tag);
@@ -164,7 +188,7 @@ class driver {
         --in_flight;
       }
     }
-    for (auto& request : sends_) group_->wait(request);
+    for (auto& request : sends_) comm().wait(request);
     sends_.clear();
     sent_.clear();
     stats.seconds = std::chrono::duration<double>(clock::now() - start).count();
@@ -176,9 +200,36 @@ class driver {
   // which is micro-batch order in both schedules.
   static constexpr int forward_tag = 0x5046, backward_tag = 0x5042;
 
-  void receive(std::vector<float>& into, int from, int tag) {
-    auto request = group_->irecv(std::span<float>(into), from, tag);
-    group_->wait(request);
+  comm_type& comm() const { return group_->collectives(); }
+  int size() const { return group_->collectives().size(); }
+
+  /// Receives `into` from stage `from`. Where the backend can probe, waits for the message
+  /// only until the deadline; then names the stage that did not send it and ends the job.
+  void receive(std::vector<float>& into, int from, int tag, const work& w) {
+    if constexpr (Probing<comm_type>) {
+      const auto deadline = std::chrono::steady_clock::now() +
+                            std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
+      for (unsigned polls = 0; !comm().iprobe(from, tag); ++polls) {
+        if (std::chrono::steady_clock::now() > deadline) give_up(from, w);
+        // Spin briefly (a neighbour's message is usually close), then let the core go.
+        if (polls > 64) std::this_thread::sleep_for(std::chrono::microseconds(polls > 1024 ? 200 : 20));
+      }
+    }
+    auto request = comm().irecv(std::span<float>(into), from, tag);
+    comm().wait(request);
+  }
+
+  [[noreturn]] void give_up(int from, const work& w) {
+    const std::string message = fmt::format(
+        "strata ({}): no progress for {:.1f} s: in run {} of the pipeline, the {} of micro-batch {} waited for {} from "
+        "{}, which did not send it (stopped, or too slow). Raise pipeline::driver_options::timeout or "
+        "STRATA_TIMEOUT_SECONDS if the stages are only slow",
+        options_.describe(stage()), options_.timeout.count(), runs_, w.kind == pass::forward ? "forward" : "backward",
+        w.micro_batch, w.kind == pass::forward ? "the activation" : "the gradient", options_.describe(from));
+    std::fputs((message + "\n").c_str(), stderr);
+    std::fflush(stderr);
+    group_->abort();
+    throw timeout_error(message);
   }
 
   /// A buffer for a message to send, alive until the run's end: a stage does not wait for
@@ -186,13 +237,23 @@ class driver {
   std::vector<float>& outgoing(std::size_t elements) { return sent_.emplace_back(elements); }
 
   void send(const std::vector<float>& data, int to, int tag) {
-    sends_.push_back(group_->isend(std::span<const float>(data), to, tag));
+    sends_.push_back(comm().isend(std::span<const float>(data), to, tag));
   }
 
-  C* group_;
+  Context* group_;
   std::vector<std::size_t> boundaries_;
+  driver_options options_;
+  std::int64_t runs_ = 0;
   std::deque<std::vector<float>> sent_;  // a deque: growing it keeps earlier buffers in place
-  std::vector<typename C::request> sends_;
+  std::vector<typename comm_type::request> sends_;
 };
+
+/// The driver of this rank's stage of `grid`'s pipeline; messages name ranks by their mesh
+/// coordinates.
+template <class Mesh>
+auto make_driver(Mesh& grid, std::vector<std::size_t> boundaries, driver_options options = {}) {
+  options.describe = [&grid](int stage) { return grid.describe_along(mesh_axis::pipeline, stage); };
+  return driver(grid.pipeline(), std::move(boundaries), std::move(options));
+}
 
 }  // namespace strata::pipeline
