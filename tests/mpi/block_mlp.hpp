@@ -326,42 +326,71 @@ struct train_options {
   std::function<void(int update)> before_update = [](int) {};  // e.g. a stall, for the fault tests
 };
 
-/// Trains the block MLP on `grid` with SGD: the pipeline runs each update's micro-batches,
-/// and the executor over the data group accumulates them and averages over the replicas.
+/// The block MLP on `grid`, trained with SGD one update at a time: the pipeline runs each
+/// update's micro-batches, and the executor over the data group accumulates them and
+/// averages over the replicas.
+template <class Context>
+class trainer {
+ public:
+  trainer(mesh<Context>& grid, const block_mlp_config& config, const train_options& o)
+      : grid_(&grid), config_(config), options_(o), net_(config, grid.shape(), grid.coordinates()), model_(net_.make_model()),
+        exec_(make_executor(grid.data(), model_, optim::sgd{.lr = 0.1f, .momentum = 0.5f},
+                            {.accumulation_steps = config.micro_batches, .timeout = o.timeout})),
+        pipe_(pipeline::make_driver(grid, std::vector<std::size_t>(static_cast<std::size_t>(grid.shape().pp - 1), net_.boundary()),
+                                    {.timeout = o.timeout})) {}
+
+  /// One update; returns what the pipeline measured. loss() is then its loss.
+  pipeline::run_stats update() {
+    const int u = static_cast<int>(exec_.updates()) + 1;
+    options_.before_update(u);
+    auto& tp = grid_->tensor().collectives();
+    loss_ = 0.0;
+    auto forward = [&](int i, std::span<const float> in, std::span<float> out) { net_.forward(tp, u, i, in, out); };
+    auto backward = [&](int i, std::span<const float> out_grad, std::span<float> in_grad) {
+      loss_ += net_.backward(tp, u, i, out_grad, in_grad);
+      exec_.step();  // accumulates; the last micro-batch's step averages over the data group and updates
+    };
+    const pipeline::run_stats stats = options_.schedule == "gpipe"
+                                          ? pipe_.run(pipeline::gpipe{}, config_.micro_batches, forward, backward)
+                                          : pipe_.run(pipeline::one_f_one_b{}, config_.micro_batches, forward, backward);
+    if (exec_.updates() != u || net_.held() != 0)
+      throw std::runtime_error(fmt::format("update {}: the executor counts {} updates and {} activations are still held", u,
+                                           exec_.updates(), net_.held()));
+    return stats;
+  }
+
+  /// The last update's loss on the last stage (summed over micro-batches), else 0.
+  double loss() const { return loss_; }
+  block_mlp& net() { return net_; }
+  auto& executor() { return exec_; }
+
+ private:
+  mesh<Context>* grid_;
+  block_mlp_config config_;
+  train_options options_;
+  block_mlp net_;
+  model<block_mlp::Dense> model_;
+  decltype(make_executor(std::declval<mesh<Context>&>().data(), std::declval<model<block_mlp::Dense>&>(), optim::sgd{})) exec_;
+  decltype(pipeline::make_driver(std::declval<mesh<Context>&>(), {})) pipe_;
+  double loss_ = 0.0;
+};
+
+/// Trains for o.updates updates.
 template <class Context>
 trained train(mesh<Context>& grid, const block_mlp_config& config, const train_options& o) {
-  block_mlp net(config, grid.shape(), grid.coordinates());
-  auto m = net.make_model();
-  auto exec = make_executor(grid.data(), m, optim::sgd{.lr = 0.1f, .momentum = 0.5f},
-                            {.accumulation_steps = config.micro_batches, .timeout = o.timeout});
-  auto pipe = pipeline::make_driver(grid, std::vector<std::size_t>(static_cast<std::size_t>(grid.shape().pp - 1), net.boundary()),
-                                    {.timeout = o.timeout});
-  auto& tp = grid.tensor().collectives();
+  trainer<Context> t(grid, config, o);
   trained result;
   for (int u = 1; u <= o.updates; ++u) {
-    o.before_update(u);
-    double loss = 0.0;
-    auto forward = [&](int i, std::span<const float> in, std::span<float> out) { net.forward(tp, u, i, in, out); };
-    auto backward = [&](int i, std::span<const float> out_grad, std::span<float> in_grad) {
-      loss += net.backward(tp, u, i, out_grad, in_grad);
-      exec.step();  // accumulates; the last micro-batch's step averages over the data group and updates
-    };
-    const pipeline::run_stats stats = o.schedule == "gpipe" ? pipe.run(pipeline::gpipe{}, config.micro_batches, forward, backward)
-                                                          : pipe.run(pipeline::one_f_one_b{}, config.micro_batches, forward,
-                                                                     backward);
-    if (exec.updates() != u || net.held() != 0)
-      throw std::runtime_error(fmt::format("update {}: the executor counts {} updates and {} activations are still held", u,
-                                           exec.updates(), net.held()));
-    result.max_in_flight = std::max(result.max_in_flight, stats.max_in_flight);
-    (u == 1 ? result.first_loss : result.last_loss) = loss;
+    result.max_in_flight = std::max(result.max_in_flight, t.update().max_in_flight);
+    (u == 1 ? result.first_loss : result.last_loss) = t.loss();
   }
-  result.tensors = net.tensors();
+  result.tensors = t.net().tensors();
   return result;
 }
 
 /// The largest |mine - reference| over this rank's part of every tensor, relative to the
 /// reference tensor's largest magnitude.
-double largest_difference(const std::vector<block_mlp::tensor>& mine, const std::vector<block_mlp::tensor>& reference) {
+inline double largest_difference(const std::vector<block_mlp::tensor>& mine, const std::vector<block_mlp::tensor>& reference) {
   double worst = 0.0;
   for (const block_mlp::tensor& t : mine) {
     const auto whole = std::find_if(reference.begin(), reference.end(), [&](const auto& r) { return r.name == t.name; });

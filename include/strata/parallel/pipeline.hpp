@@ -102,12 +102,12 @@ constexpr double ideal_bubble(int stages, int micro_batches) {
 
 /// What one run() measured on this stage.
 struct run_stats {
-  double seconds = 0.0;          ///< the whole run, from the first work to the last send's completion
+  /// This stage's run, from its start to its last send's completion. The last stage ends
+  /// before the first (which still runs its last backward): a bubble is measured against
+  /// the slowest stage's time (benchmarks/pipeline.cpp).
+  double seconds = 0.0;
   double compute_seconds = 0.0;  ///< inside the user's forward and backward
   int max_in_flight = 0;         ///< micro-batches forwarded and not yet backwarded, at most at once
-
-  /// The fraction of the run not spent computing: waiting for neighbours, and messages.
-  double idle_fraction() const { return seconds > 0 ? 1.0 - compute_seconds / seconds : 0.0; }
 };
 
 /// Template for the user's callbacks (see the file comment).
