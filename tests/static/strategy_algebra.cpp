@@ -55,6 +55,15 @@ static_assert(std::is_same_v<vector_strategy_t<Strategy<PS<1>, Partition<1>>>, S
 static_assert(std::is_same_v<vector_strategy_t<Strategy<Partition<1, 3>, AllReduce<Ring>>>, Strategy<AllReduce<Ring>>>);
 static_assert(ValidStrategy<vector_strategy_t<Strategy<PS<4>, Partition<1>, Consistency<SSP<2>>>>>);
 
+// Tensor-parallel splits: a column-parallel layer's bias splits with its rows, a row-parallel
+// layer's is whole; the split is one category of its own, in any order.
+static_assert(std::is_same_v<vector_strategy_t<Strategy<TensorParallel<0>, Compress<FP16>>>,
+                             Strategy<TensorParallel<0>, Compress<FP16>>>);
+static_assert(std::is_same_v<vector_strategy_t<Strategy<TensorParallel<1>, AllReduce<Ring>>>, Strategy<AllReduce<Ring>>>);
+static_assert(std::is_same_v<Strategy<TensorParallel<1>, AllReduce<Tree>>, Strategy<AllReduce<Tree>, TensorParallel<1>>>);
+static_assert(Strategy<TensorParallel<1>>::descriptor.tensor_axis == 1 && Strategy<>::descriptor.tensor_axis == -1);
+static_assert(ValidStrategy<Strategy<SparseRows, TensorParallel<0>>>);  // a vocabulary-parallel embedding
+
 // Under PS<N> a partition's shard count is N's: one strategy, one type, one string.
 static_assert(std::is_same_v<Strategy<PS<4>, Partition<0, 4>>, Strategy<PS<4>, Partition<0>>>);
 static_assert(Strategy<PS<4>, Partition<1, 4>>::descriptor.partition_shards == 0);

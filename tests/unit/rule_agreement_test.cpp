@@ -39,8 +39,11 @@ constexpr codec_choice codecs[] = {{codec_kind::none, 0, 0, false},     {codec_k
 constexpr std::pair<consistency_kind, int> consistencies[] = {
     {consistency_kind::bsp, 0}, {consistency_kind::asp, 0}, {consistency_kind::ssp, 3}, {consistency_kind::ssp, 1}};
 
+// (sparse rows, tensor axis): the tensor-parallel rules concern only these two and the placement.
+constexpr std::pair<bool, int> gradients[] = {{false, -1}, {true, -1}, {false, 1}, {true, 0}, {true, 1}};
+
 constexpr std::size_t count = std::size(placements) * std::size(partitions) * std::size(collectives) *
-                              std::size(codecs) * std::size(consistencies) * 2;
+                              std::size(codecs) * std::size(consistencies) * std::size(gradients);
 
 constexpr std::array<strategy_descriptor, count> enumerated = [] {
   std::array<strategy_descriptor, count> out{};
@@ -50,7 +53,7 @@ constexpr std::array<strategy_descriptor, count> enumerated = [] {
       for (collective_kind collective : collectives)
         for (codec_choice c : codecs)
           for (auto [consistency, staleness] : consistencies)
-            for (bool sparse : {false, true}) {
+            for (auto [sparse, tensor_axis] : gradients) {
               d.partition_axis = axis;
               d.partition_shards = shards;
               d.collective = collective;
@@ -61,6 +64,7 @@ constexpr std::array<strategy_descriptor, count> enumerated = [] {
               d.consistency = consistency;
               d.staleness = staleness;
               d.sparse_rows = sparse;
+              d.tensor_axis = tensor_axis;
               out[i++] = d;
             }
   return out;

@@ -58,6 +58,10 @@ TEST_CASE("compiled strategies print their canonical string", "[strategy]") {
   CHECK(strategy_name<Strategy<Compress<TopK<0.01>, ErrorFeedback>>>() == "Replicate,TopK<0.01>+ErrorFeedback");
   CHECK(strategy_name<Strategy<Partition<1, 3>, AllReduce<Hierarchical>>>() ==
         "Replicate,Partition<1,3>,AllReduce<Hierarchical>");
+  CHECK(strategy_name<Strategy<Compress<FP16>, TensorParallel<1>>>() == "Replicate,TensorParallel<1>,FP16");
+  CHECK(parse_strategy("FP16, TensorParallel<1>") == Strategy<Compress<FP16>, TensorParallel<1>>::descriptor);
+  CHECK(parse_strategy("WholeTensor") == Strategy<>::descriptor);
+  CHECK_THROWS_WITH(parse_strategy("TensorParallel<0>,TensorParallel<1>"), Catch::Contains("a second tensor policy"));
 }
 
 TEST_CASE("every enumerated valid combination round-trips, in any order", "[strategy]") {

@@ -56,6 +56,9 @@ consteval bool check_rank_rules() {
   static_assert(!d.partitioned() || static_cast<std::size_t>(d.partition_axis) < Rank,
                 "PartitionAxisInRange: Partition<Axis> names an axis the variable does not have; Axis must be less "
                 "than the number of dimensions");
+  static_assert(!d.tensor_parallel() || static_cast<std::size_t>(d.tensor_axis) < Rank,
+                "TensorAxisInRange: TensorParallel<Axis> names an axis the variable does not have; Axis must be less "
+                "than the number of dimensions");
   static_assert(d.codec != codec_kind::powersgd || Rank == 2,
                 "PowerSGDNeedsMatrix: Compress<PowerSGD<R>> factorizes 2-D gradients; use it for weight matrices and "
                 "leave vectors and biases uncompressed");

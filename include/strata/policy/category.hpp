@@ -10,11 +10,12 @@ struct collective  { static constexpr std::string_view name = "collective"; };
 struct compression { static constexpr std::string_view name = "compression"; };
 struct consistency { static constexpr std::string_view name = "consistency"; };
 struct gradient    { static constexpr std::string_view name = "gradient"; };
+struct tensor      { static constexpr std::string_view name = "tensor"; };
 }  // namespace strata::category
 
 namespace strata {
 
-/// A type is a policy when it names one of the six categories.
+/// A type is a policy when it names one of the seven categories.
 template <class P>
 concept Policy = requires { typename P::policy_category; };
 

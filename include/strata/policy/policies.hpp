@@ -7,3 +7,4 @@
 #include "strata/policy/gradient.hpp"
 #include "strata/policy/partition.hpp"
 #include "strata/policy/placement.hpp"
+#include "strata/policy/tensor.hpp"

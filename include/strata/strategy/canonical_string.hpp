@@ -194,6 +194,12 @@ class strategy_reader {
       expect('<');
       read_consistency(identifier(), d);
       expect('>');
+    } else if (name == "TensorParallel") {
+      claim("tensor", column);
+      d.tensor_axis = bracketed_number<int>([](int a) { return a >= 0; }, "TensorParallel<Axis>: Axis must be non-negative");
+    } else if (name == "WholeTensor") {
+      claim("tensor", column);
+      d.tensor_axis = -1;
     } else if (name == "SparseRows" || name == "DenseGradient") {
       claim("gradient", column);
       d.sparse_rows = name == "SparseRows";
@@ -206,7 +212,7 @@ class strategy_reader {
       read_consistency(name, d);
     } else {
       fail_at(name, fmt::format("expected a policy (Replicate, PS<N>, Partition<Axis>, AllReduce<Algorithm>, FP16, BF16, "
-                       "TopK<Ratio>, PowerSGD<Rank>, BSP, ASP, SSP<S>, SparseRows), found '{}'",
+                       "TopK<Ratio>, PowerSGD<Rank>, BSP, ASP, SSP<S>, SparseRows, TensorParallel<Axis>), found '{}'",
                        name));
     }
   }
@@ -281,7 +287,8 @@ class strategy_reader {
 
   std::string_view text_;
   std::size_t pos_ = 0;
-  seen_category seen_[6] = {{"placement"}, {"partition"}, {"collective"}, {"compression"}, {"consistency"}, {"gradient"}};
+  seen_category seen_[7] = {{"placement"}, {"partition"}, {"collective"}, {"compression"},
+                            {"consistency"}, {"gradient"},  {"tensor"}};
 };
 
 }  // namespace detail
@@ -291,6 +298,7 @@ inline std::string to_string(const strategy_descriptor& d) {
   if (d.partitioned())
     out += d.partition_shards == 0 ? fmt::format(",Partition<{}>", d.partition_axis)
                                    : fmt::format(",Partition<{},{}>", d.partition_axis, d.partition_shards);
+  if (d.tensor_parallel()) out += fmt::format(",TensorParallel<{}>", d.tensor_axis);
   if (d.collective != collective_kind::none && d.collective != collective_kind::native)
     out += fmt::format(",AllReduce<{}>", detail::collective_name(d.collective));
   if (d.codec != codec_kind::none) out += "," + detail::codec_name(d) + (d.error_feedback ? "+ErrorFeedback" : "");

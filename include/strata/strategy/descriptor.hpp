@@ -24,8 +24,10 @@ struct strategy_descriptor {
   consistency_kind consistency = consistency_kind::bsp;
   int staleness = 0;
   bool sparse_rows = false;
+  int tensor_axis = -1;  ///< -1: whole on every rank of the tensor group
 
   constexpr bool partitioned() const { return partition_axis >= 0; }
+  constexpr bool tensor_parallel() const { return tensor_axis >= 0; }
   friend constexpr bool operator==(const strategy_descriptor&, const strategy_descriptor&) = default;
 };
 
@@ -84,6 +86,10 @@ constexpr void describe_into(strategy_descriptor& d, Consistency<M>) { describe_
 
 constexpr void describe_into(strategy_descriptor& d, DenseGradient) { d.sparse_rows = false; }
 constexpr void describe_into(strategy_descriptor& d, SparseRows) { d.sparse_rows = true; }
+
+constexpr void describe_into(strategy_descriptor& d, WholeTensor) { d.tensor_axis = -1; }
+template <int Axis>
+constexpr void describe_into(strategy_descriptor& d, TensorParallel<Axis>) { d.tensor_axis = Axis; }
 
 }  // namespace detail
 

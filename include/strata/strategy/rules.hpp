@@ -41,6 +41,10 @@ constexpr bool low_rank_compression_needs_dense_gradient(const strategy_descript
   return !d.sparse_rows || d.codec != codec_kind::powersgd;
 }
 constexpr bool top_k_needs_dense_gradient(const strategy_descriptor& d) { return !d.sparse_rows || d.codec != codec_kind::topk; }
+constexpr bool tensor_parallel_needs_replicate(const strategy_descriptor& d) {
+  return !d.tensor_parallel() || d.placement == placement_kind::replicate;
+}
+constexpr bool sparse_rows_split_by_rows(const strategy_descriptor& d) { return !d.sparse_rows || d.tensor_axis <= 0; }
 
 using StaleConsistencyNeedsParameterServer =
     rule<"StaleConsistencyNeedsParameterServer",
@@ -68,12 +72,22 @@ using LowRankCompressionNeedsDenseGradient =
 using TopKNeedsDenseGradient =
     rule<"TopKNeedsDenseGradient", "Compress<TopK<R>> needs dense gradients; SparseRows gradients are sparse already",
          top_k_needs_dense_gradient>;
+using TensorParallelNeedsReplicate =
+    rule<"TensorParallelNeedsReplicate",
+         "TensorParallel<Axis> parts are replicated over their data group and averaged by an all-reduce; placing them "
+         "on PS<N> is not supported yet: use Replicate",
+         tensor_parallel_needs_replicate>;
+using SparseRowsSplitByRows = rule<"SparseRowsSplitByRows",
+                                   "SparseRows tables are split over the tensor group by rows (a vocabulary-parallel "
+                                   "embedding): TensorParallel<0>",
+                                   sparse_rows_split_by_rows>;
 
 /// Every rule a strategy must obey, in the order they are checked. ValidStrategy (strategy.hpp)
 /// names each of them too; a test checks the two lists agree.
 using every_rule = std::tuple<StaleConsistencyNeedsParameterServer, AllReduceNeedsReplicate, ReplicateNeedsAllReduce,
                               ShardedParameterServerNeedsPartition, PartitionShardsFollowParameterServer,
-                              SparseRowsPartitionByRows, LowRankCompressionNeedsDenseGradient, TopKNeedsDenseGradient>;
+                              SparseRowsPartitionByRows, LowRankCompressionNeedsDenseGradient, TopKNeedsDenseGradient,
+                              TensorParallelNeedsReplicate, SparseRowsSplitByRows>;
 
 /// A rule as run-time data.
 struct checked_rule {

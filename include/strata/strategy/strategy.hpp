@@ -15,7 +15,7 @@ namespace strata {
 
 /// The one type all spellings of a strategy normalize to.
 template <class Placement, class PartitionPolicy, class Collective, class Compression, class ConsistencyPolicy,
-          class Gradient>
+          class Gradient, class Tensor = WholeTensor>
 struct canonical_strategy {
   using placement = Placement;
   using partition = PartitionPolicy;
@@ -23,8 +23,9 @@ struct canonical_strategy {
   using compression = Compression;
   using consistency = ConsistencyPolicy;
   using gradient = Gradient;
+  using tensor = Tensor;
   static constexpr strategy_descriptor descriptor =
-      describe<Placement, PartitionPolicy, Collective, Compression, ConsistencyPolicy, Gradient>();
+      describe<Placement, PartitionPolicy, Collective, Compression, ConsistencyPolicy, Gradient, Tensor>();
 };
 
 template <class S>
@@ -58,6 +59,10 @@ template <class S>
 concept LowRankCompressionNeedsDenseGradient = Obeys<S, rules::LowRankCompressionNeedsDenseGradient>;
 template <class S>
 concept TopKNeedsDenseGradient = Obeys<S, rules::TopKNeedsDenseGradient>;
+template <class S>
+concept TensorParallelNeedsReplicate = Obeys<S, rules::TensorParallelNeedsReplicate>;
+template <class S>
+concept SparseRowsSplitByRows = Obeys<S, rules::SparseRowsSplitByRows>;
 
 /// Every rule, as a conjunction so that a compiler names the first one broken. A test checks
 /// that it agrees with rules::all on every enumerated descriptor.
@@ -65,7 +70,8 @@ template <class S>
 concept ObeysEveryRule = StaleConsistencyNeedsParameterServer<S> && AllReduceNeedsReplicate<S> &&
                          ReplicateNeedsAllReduce<S> && ShardedParameterServerNeedsPartition<S> &&
                          PartitionShardsFollowParameterServer<S> && SparseRowsPartitionByRows<S> &&
-                         LowRankCompressionNeedsDenseGradient<S> && TopKNeedsDenseGradient<S>;
+                         LowRankCompressionNeedsDenseGradient<S> && TopKNeedsDenseGradient<S> &&
+                         TensorParallelNeedsReplicate<S> && SparseRowsSplitByRows<S>;
 
 /// One strategy has one type: a hand-made canonical_strategy<PS<N>, Partition<Axis, N>, ...>
 /// is the strategy of Partition<Axis> spelled a second way (canonical_form).
@@ -98,7 +104,7 @@ consteval bool check_is_policy() {
   } else {
     static_assert(Policy<P>,
                   "Strategy<...>: every argument must be a strata policy: Replicate, PS<N>, Partition<Axis>, "
-                  "AllReduce<Algorithm>, Compress<Codec>, Consistency<Model>, SparseRows");
+                  "AllReduce<Algorithm>, Compress<Codec>, Consistency<Model>, SparseRows, TensorParallel<Axis>");
     return sizeof(diagnostic::not_a_strata_policy<P>) > 0;
   }
 }
@@ -128,7 +134,8 @@ consteval bool check_at_most_one() {
   } else {
     static_assert((in_category<Category, Ps> + ... + 0) <= 1,
                   "Strategy<...>: at most one policy per category (placement, partition, collective, compression, "
-                  "consistency, gradient); the incomplete type below names the category and the competing policies");
+                  "consistency, gradient, tensor); the incomplete type below names the category and the competing "
+                  "policies");
     return sizeof(typename filter_category<Category, Ps...>::type) > 0;
   }
 }
@@ -163,7 +170,8 @@ struct make_strategy_from_policies {
                                   select_t<category::collective, default_collective<placement>, Ps...>,
                                   select_t<category::compression, Compress<None>, Ps...>,
                                   select_t<category::consistency, Consistency<BSP>, Ps...>,
-                                  select_t<category::gradient, DenseGradient, Ps...>>;
+                                  select_t<category::gradient, DenseGradient, Ps...>,
+                                  select_t<category::tensor, WholeTensor, Ps...>>;
   static_assert(ObeysEveryRule<type>);
   static_assert(type::descriptor == canonical_form(type::descriptor), "a strategy type and its canonical string disagree");
 };
@@ -177,7 +185,8 @@ template <class... Ps>
 struct make_strategy<Ps...> {
   static_assert(check_at_most_one<category::placement, Ps...>() && check_at_most_one<category::partition, Ps...>() &&
                 check_at_most_one<category::collective, Ps...>() && check_at_most_one<category::compression, Ps...>() &&
-                check_at_most_one<category::consistency, Ps...>() && check_at_most_one<category::gradient, Ps...>());
+                check_at_most_one<category::consistency, Ps...>() && check_at_most_one<category::gradient, Ps...>() &&
+                check_at_most_one<category::tensor, Ps...>());
   using type = typename make_strategy_from_policies<Ps...>::type;
 };
 
@@ -196,15 +205,19 @@ using vector_partition =
     std::conditional_t<(S::descriptor.partition_axis <= 0), typename S::partition,
                        std::conditional_t<(S::descriptor.placement == placement_kind::ps && S::descriptor.ps_shards > 1),
                                           Partition<0>, Unpartitioned>>;
+/// A vector keeps a split along axis 0 (a column-parallel layer's bias is split with its
+/// rows) and is whole otherwise (a row-parallel layer's bias follows the sum).
+template <CanonicalStrategy S>
+using vector_tensor = std::conditional_t<(S::descriptor.tensor_axis <= 0), typename S::tensor, WholeTensor>;
 }  // namespace detail
 
 /// The strategy for vectors (biases) that sit next to matrices declared with `S`: `S` less
-/// what needs a second dimension (PowerSGD, which factorizes matrices; a partition along an
-/// axis other than 0), formed and checked like any Strategy<...>.
+/// what needs a second dimension (PowerSGD, which factorizes matrices; a partition or a
+/// tensor-parallel split along an axis other than 0), formed and checked like any Strategy<...>.
 template <ValidStrategy S>
 using vector_strategy_t = typename detail::make_strategy_from_policies<
     typename S::placement, detail::vector_partition<S>, typename S::collective,
     std::conditional_t<S::descriptor.codec == codec_kind::powersgd, Compress<None>, typename S::compression>,
-    typename S::consistency, typename S::gradient>::type;
+    typename S::consistency, typename S::gradient, detail::vector_tensor<S>>::type;
 
 }  // namespace strata
