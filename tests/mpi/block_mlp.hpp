@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string_view>
@@ -20,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "strata/ckpt/store.hpp"
 #include "strata/exec/executor.hpp"
 #include "strata/model/model.hpp"
 #include "strata/optim/sgd.hpp"
@@ -48,6 +50,9 @@ inline float uniform(std::uint32_t seed, std::uint32_t stream, std::uint32_t ind
 class block_mlp {
  public:
   using Dense = Strategy<Replicate, AllReduce<Ring>>;
+  using ColumnParallel = Strategy<Replicate, AllReduce<Ring>, TensorParallel<0>>;  // W1 [hidden, features] and b1
+  using RowParallel = Strategy<Replicate, AllReduce<Ring>, TensorParallel<1>>;     // W2 [features, hidden]
+  using model_type = model<Dense, ColumnParallel, RowParallel>;
 
   struct tensor {
     std::string name;
@@ -56,6 +61,7 @@ class block_mlp {
     // The part's place in the whole tensor: rows [row0, row0 + rows) and columns
     // [col0, col0 + cols) of a [whole_rows, whole_cols] matrix (vectors: one column).
     std::size_t row0 = 0, col0 = 0, whole_cols = 1;
+    int split = -1;  // the tensor-parallel axis, or -1: whole
   };
 
   block_mlp(const block_mlp_config& c, mesh_shape shape, mesh_coordinates at) : c_(c), shape_(shape), at_(at) {
@@ -69,15 +75,15 @@ class block_mlp {
     for (int b = at.pp * per_stage; b < (at.pp + 1) * per_stage; ++b) {
       const auto D = static_cast<std::size_t>(c.features), H = static_cast<std::size_t>(c.hidden);
       const std::string p = fmt::format("block{}.", b);
-      blocks_.push_back({add(p + "w1", H, D, hidden_.begin, hidden_.count, 0, D, 4 * b + 0),
-                         add(p + "b1", H, 1, hidden_.begin, hidden_.count, 0, 1, 4 * b + 1),
-                         add(p + "w2", D, H, 0, D, hidden_.begin, hidden_.count, 4 * b + 2),
-                         add(p + "b2", D, 1, 0, D, 0, 1, 4 * b + 3)});
+      blocks_.push_back({add(p + "w1", H, D, hidden_.begin, hidden_.count, 0, D, 4 * b + 0, 0),
+                         add(p + "b1", H, 1, hidden_.begin, hidden_.count, 0, 1, 4 * b + 1, 0),
+                         add(p + "w2", D, H, 0, D, hidden_.begin, hidden_.count, 4 * b + 2, 1),
+                         add(p + "b2", D, 1, 0, D, 0, 1, 4 * b + 3, -1)});
     }
     if (last_stage()) {
       const auto C = static_cast<std::size_t>(c.classes), D = static_cast<std::size_t>(c.features);
-      head_w_ = add("head.w", C, D, 0, C, 0, D, 1000);
-      head_b_ = add("head.b", C, 1, 0, C, 0, 1, 1001);
+      head_w_ = add("head.w", C, D, 0, C, 0, D, 1000, -1);
+      head_b_ = add("head.b", C, 1, 0, C, 0, 1, 1001, -1);
     }
   }
 
@@ -89,14 +95,15 @@ class block_mlp {
   /// Elements of one micro-batch's activation between stages.
   std::size_t boundary() const { return micro_rows() * static_cast<std::size_t>(c_.features); }
 
-  /// This rank's variables, for an executor over its data group.
-  model<Dense> make_model() {
-    model<Dense> m;
+  /// This rank's variables, each declared with its tensor-parallel split.
+  model_type make_model() {
+    model_type m;
     for (tensor& t : tensors_) {
-      if (t.shape.size() == 2)
-        m.add(variable<Dense>(t.name, t.value, t.grad, {t.shape[0], t.shape[1]}));
-      else
-        m.add(variable<Dense>(t.name, t.value, t.grad, {t.shape[0]}));
+      if (t.shape.size() == 1 && t.split == 0) m.add(variable<ColumnParallel>(t.name, t.value, t.grad, {t.shape[0]}));
+      else if (t.shape.size() == 1) m.add(variable<Dense>(t.name, t.value, t.grad, {t.shape[0]}));
+      else if (t.split == 0) m.add(variable<ColumnParallel>(t.name, t.value, t.grad, {t.shape[0], t.shape[1]}));
+      else if (t.split == 1) m.add(variable<RowParallel>(t.name, t.value, t.grad, {t.shape[0], t.shape[1]}));
+      else m.add(variable<Dense>(t.name, t.value, t.grad, {t.shape[0], t.shape[1]}));
     }
     return m;
   }
@@ -216,12 +223,12 @@ class block_mlp {
   };
 
   /// Adds this rank's part (rows [row0, row0 + rows), columns [col0, col0 + cols)) of a
-  /// [whole_rows, whole_cols] tensor.
+  /// [whole_rows, whole_cols] tensor, split over the tensor group along `split` (or whole: -1).
   std::size_t add(std::string name, std::size_t whole_rows, std::size_t whole_cols, std::size_t row0, std::size_t rows,
-                  std::size_t col0, std::size_t cols, int stream) {
+                  std::size_t col0, std::size_t cols, int stream, int split) {
     const std::vector<float> whole = initial(c_.seed, stream, whole_rows, whole_cols, whole_cols == 1);
     tensor t{std::move(name), whole_cols == 1 ? std::vector<std::size_t>{rows} : std::vector<std::size_t>{rows, cols},
-             std::vector<float>(rows * cols), std::vector<float>(rows * cols, 0.0f), row0, col0, whole_cols};
+             std::vector<float>(rows * cols), std::vector<float>(rows * cols, 0.0f), row0, col0, whole_cols, split};
     for (std::size_t r = 0; r < rows; ++r)
       for (std::size_t k = 0; k < cols; ++k) t.value[r * cols + k] = whole[(row0 + r) * whole_cols + col0 + k];
     tensors_.push_back(std::move(t));
@@ -316,6 +323,8 @@ struct trained {
   std::vector<block_mlp::tensor> tensors;
   int max_in_flight = 0;
   double first_loss = 0.0, last_loss = 0.0;  // the last stage's, summed over micro-batches
+  std::int64_t restored_from = 0;             // the checkpoint's update, or 0
+  std::int64_t updates = 0;                   // where training stopped
 };
 
 /// How train() runs, beyond the model.
@@ -324,6 +333,10 @@ struct train_options {
   int updates = 50;
   std::chrono::duration<double> timeout = default_timeout();  // the executor's and the pipeline's
   std::function<void(int update)> before_update = [](int) {};  // e.g. a stall, for the fault tests
+  std::string checkpoints;  // a directory: restore the newest checkpoint there first, if any
+  int save_at = 0;          // save a checkpoint after this update (0: never)
+  int save_every = 0;       // and after every this many updates (0: never)
+  int stop_after = 0;       // stop after this update (0: at `updates`)
 };
 
 /// The block MLP on `grid`, trained with SGD one update at a time: the pipeline runs each
@@ -334,7 +347,7 @@ class trainer {
  public:
   trainer(mesh<Context>& grid, const block_mlp_config& config, const train_options& o)
       : grid_(&grid), config_(config), options_(o), net_(config, grid.shape(), grid.coordinates()), model_(net_.make_model()),
-        exec_(make_executor(grid.data(), model_, optim::sgd{.lr = 0.1f, .momentum = 0.5f},
+        exec_(make_executor(grid, model_, optim::sgd{.lr = 0.1f, .momentum = 0.5f},
                             {.accumulation_steps = config.micro_batches, .timeout = o.timeout})),
         pipe_(pipeline::make_driver(grid, std::vector<std::size_t>(static_cast<std::size_t>(grid.shape().pp - 1), net_.boundary()),
                                     {.timeout = o.timeout})) {}
@@ -359,6 +372,9 @@ class trainer {
     return stats;
   }
 
+  std::optional<ckpt::restored_checkpoint> restore(const ckpt::store& s) { return exec_.restore_checkpoint(s); }
+  void save(const ckpt::store& s) { exec_.save_checkpoint(s); }
+
   /// The last update's loss on the last stage (summed over micro-batches), else 0.
   double loss() const { return loss_; }
   block_mlp& net() { return net_; }
@@ -369,8 +385,8 @@ class trainer {
   block_mlp_config config_;
   train_options options_;
   block_mlp net_;
-  model<block_mlp::Dense> model_;
-  decltype(make_executor(std::declval<mesh<Context>&>().data(), std::declval<model<block_mlp::Dense>&>(), optim::sgd{})) exec_;
+  block_mlp::model_type model_;
+  decltype(make_executor(std::declval<mesh<Context>&>(), std::declval<block_mlp::model_type&>(), optim::sgd{})) exec_;
   decltype(pipeline::make_driver(std::declval<mesh<Context>&>(), {})) pipe_;
   double loss_ = 0.0;
 };
@@ -380,9 +396,17 @@ template <class Context>
 trained train(mesh<Context>& grid, const block_mlp_config& config, const train_options& o) {
   trainer<Context> t(grid, config, o);
   trained result;
-  for (int u = 1; u <= o.updates; ++u) {
+  std::optional<ckpt::store> store;
+  if (!o.checkpoints.empty()) {
+    store.emplace(o.checkpoints);
+    if (const auto restored = t.restore(*store)) result.restored_from = restored->step;
+  }
+  const int last = o.stop_after > 0 ? std::min(o.stop_after, o.updates) : o.updates;
+  for (int u = static_cast<int>(result.restored_from) + 1; u <= last; ++u) {
     result.max_in_flight = std::max(result.max_in_flight, t.update().max_in_flight);
-    (u == 1 ? result.first_loss : result.last_loss) = t.loss();
+    (u == result.restored_from + 1 ? result.first_loss : result.last_loss) = t.loss();
+    if (store && (u == o.save_at || (o.save_every > 0 && u % o.save_every == 0))) t.save(*store);
+    result.updates = u;
   }
   result.tensors = t.net().tensors();
   return result;

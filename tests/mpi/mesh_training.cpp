@@ -15,9 +15,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -39,6 +41,8 @@ int main(int argc, char** argv) {
   int updates = 50;
   double tolerance = 1e-4, timeout = 300.0;
   std::vector<int> stall;  // rank, update
+  std::string checkpoints;
+  int save_at = 0, save_every = 0, stop_after = 0;
   testing::block_mlp_config config;
   app.add_option("--mesh", mesh_text, "axes, e.g. dp=2,tp=2,pp=1");
   app.add_option("--schedule", schedule, "gpipe or 1f1b")->check(CLI::IsMember({"gpipe", "1f1b"}));
@@ -46,16 +50,35 @@ int main(int argc, char** argv) {
   app.add_option("--micro-batches", config.micro_batches)->check(CLI::PositiveNumber);
   app.add_option("--tolerance", tolerance);
   app.add_option("--timeout", timeout, "seconds a rank waits for another (executor and pipeline)");
-  app.add_option("--stall", stall, "RANK UPDATE: that rank stops before that update (the fault tests)")->expected(2);
+  app.add_option("--checkpoints", checkpoints, "a directory: resume from its newest checkpoint");
+  app.add_option("--save-at", save_at, "save a checkpoint after this update");
+  app.add_option("--save-every", save_every, "save a checkpoint after every this many updates");
+  app.add_option("--stop-after", stop_after, "stop after this update (a job that is cut short)");
+  app.add_option("--stall", stall,
+                 "RANK UPDATE: that rank stops before that update (the fault tests; in strata-launch's first attempt only)")
+      ->expected(2);
   CLI11_PARSE(app, argc, argv);
   try {
     mesh grid(ctx, parse_mesh(mesh_text, ctx.size()));
-    train_options options{.schedule = schedule, .updates = updates, .timeout = checked_timeout(timeout, "--timeout")};
-    if (stall.size() == 2 && stall[0] == ctx.rank())
+    train_options options{.schedule = schedule,
+                          .updates = updates,
+                          .timeout = checked_timeout(timeout, "--timeout"),
+                          .checkpoints = checkpoints,
+                          .save_at = save_at,
+                          .save_every = save_every,
+                          .stop_after = stop_after};
+    const char* attempt = std::getenv("STRATA_LAUNCH_ATTEMPT");  // a restart must not stall again
+    if (stall.size() == 2 && stall[0] == ctx.rank() && (!attempt || std::string_view(attempt) == "1"))
       options.before_update = [&](int u) {
         if (u == stall[1]) std::this_thread::sleep_for(std::chrono::hours(1));
       };
     const trained run = train(grid, config, options);
+    if (run.updates < updates) {  // cut short: nothing to compare yet
+      if (ctx.rank() == 0)
+        std::printf("mesh %s: stopped after update %d of %d%s\n", to_string(grid.shape()).c_str(), static_cast<int>(run.updates),
+                    updates, save_at > 0 ? fmt::format(", checkpoint of update {} saved", save_at).c_str() : "");
+      return 0;
+    }
     // The reference: this rank alone, as a mesh of one rank.
     group_context<mpi::context> alone(ctx, ctx.rank(), 0);
     mesh one(alone, mesh_shape{});
@@ -65,7 +88,7 @@ int main(int argc, char** argv) {
     const int stage = grid.coordinates().pp, stages = grid.shape().pp;
     const int bound = schedule == "gpipe" ? config.micro_batches : std::min(stages - stage, config.micro_batches);
     const bool in_flight_ok = schedule == "gpipe" ? run.max_in_flight == bound : run.max_in_flight <= bound;
-    const bool learned = stage + 1 != stages || run.last_loss < run.first_loss;
+    const bool learned = stage + 1 != stages || run.restored_from > 0 || run.last_loss < run.first_loss;
     struct report {
       double difference;
       int in_flight, in_flight_ok, learned;
@@ -91,6 +114,7 @@ int main(int argc, char** argv) {
                   "relative (tolerance %.3g); stage 0 held at most %d micro-batches\n",
                   to_string(grid.shape()).c_str(), schedule.c_str(), config.micro_batches, updates, worst, tolerance,
                   all[0].in_flight);
+      if (run.restored_from > 0) std::printf("resumed from the checkpoint of update %d\n", static_cast<int>(run.restored_from));
       if (stages == 1) std::printf("loss %.4f -> %.4f\n", run.first_loss, run.last_loss);
     }
     MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_MAX, ctx.control().native_handle());

@@ -35,6 +35,11 @@ struct tensor_state {
   /// warm start, whose layout depends on the partitioning).
   bool optional = false;
   std::size_t begin = 0;  ///< sharded only
+  /// How many ranks hold these same values, and which of them this one is, when that is not
+  /// "every rank" (replicated) or "this rank alone" (sharded): e.g. the ranks of one mesh
+  /// stage. Each saves an even part, so the values are written once. 0: the default.
+  int holders = 0;
+  int holder = 0;
 };
 
 /// The tensors of one executor, plus what must happen after they were filled.
@@ -50,6 +55,15 @@ class state_set {
   void after_restore(std::function<void()> hook) { hooks_.push_back(std::move(hook)); }
 
   std::span<const tensor_state> tensors() const { return tensors_; }
+  /// Replaces every tensor t by what `f(t)` returns (a std::vector<tensor_state>): how an
+  /// executor on a mesh says where its parts lie in the whole model.
+  template <class F>
+  void replace_tensors(F&& f) {
+    std::vector<tensor_state> out;
+    for (const tensor_state& t : tensors_)
+      for (tensor_state& part : f(t)) out.push_back(std::move(part));
+    tensors_ = std::move(out);
+  }
   void restored() const {
     for (const auto& hook : hooks_) hook();
   }

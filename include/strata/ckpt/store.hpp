@@ -185,12 +185,13 @@ class store {
         r.shape = detail::to_u64(t.shape);
         r.source_rank = static_cast<std::uint32_t>(comm.rank());
         std::span<const float> data = t.data;
-        if (t.how == sharing::replicated) {
-          const auto [begin, end] = detail::even_part(t.data.size(), comm.size(), comm.rank());
-          r.begin = begin;
+        if (t.how == sharing::replicated || t.how == sharing::sharded) {
+          // Each holder of the same values writes an even part of them.
+          const bool everyone = t.how == sharing::replicated && t.holders == 0;
+          const int holders = everyone ? comm.size() : std::max(t.holders, 1), holder = everyone ? comm.rank() : t.holder;
+          const auto [begin, end] = detail::even_part(t.data.size(), holders, holder);
+          r.begin = (t.how == sharing::sharded ? t.begin : 0) + begin;
           data = data.subspan(begin, end - begin);
-        } else if (t.how == sharing::sharded) {
-          r.begin = t.begin;
         } else {
           r.kind = record_kind::rank_local;
         }

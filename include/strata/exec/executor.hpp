@@ -8,6 +8,7 @@
 //     exec.step();
 //   }
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <iterator>
@@ -36,6 +37,7 @@
 #include "strata/exec/timeout.hpp"
 #include "strata/model/model.hpp"
 #include "strata/optim/optimizer.hpp"
+#include "strata/parallel/mesh.hpp"
 #include "strata/sync/stats.hpp"
 
 namespace strata {
@@ -97,6 +99,17 @@ std::vector<std::string> settings_signature(const executor_options& o, const O& 
 
 }  // namespace detail
 
+/// Where an executor's variables lie in a mesh (make_executor over a mesh gives it): its
+/// checkpoints are then collective over the whole world, whose ranks hold different parts
+/// of the model, and each tensor-parallel part is saved as its place in the whole tensor,
+/// so a checkpoint restores into any other mesh, or into one rank.
+template <class ControlComm>
+struct mesh_placement {
+  ControlComm* world = nullptr;  ///< the world's control communicator
+  mesh_shape shape;
+  mesh_coordinates at;
+};
+
 /// Statistics of one step plus whether it updated the parameters.
 struct step_stats : sync_stats {
   bool updated = false;
@@ -110,6 +123,7 @@ class executor;
 template <CommContext Context, ValidStrategy... Strategies, Optimizer O>
 class executor<Context, model<Strategies...>, O> {
   using comm_type = std::remove_reference_t<decltype(std::declval<Context&>().collectives())>;
+  using control_type = std::remove_reference_t<decltype(std::declval<Context&>().control())>;
   static_assert(std::is_same_v<comm_type, std::remove_reference_t<decltype(std::declval<Context&>().parameter_server())>>,
                 "a backend's collectives and parameter-server communicators must be of one type");
   static constexpr bool has_parameter_server = ((Strategies::descriptor.placement == placement_kind::ps) || ...);
@@ -130,8 +144,10 @@ class executor<Context, model<Strategies...>, O> {
   /// Collective: every rank constructs its executor together. Verifies first that all ranks
   /// declared the same model (signature_error otherwise), then makes every replica start
   /// from rank 0's parameters; both within the deadline.
-  executor(Context& context, model_type& m, O optimizer, executor_options options = {})
+  executor(Context& context, model_type& m, O optimizer, executor_options options = {},
+           std::optional<mesh_placement<control_type>> placement = std::nullopt)
       : context_(&context), model_(&m), optimizer_(std::move(optimizer)), options_(detail::check_options(options)),
+        placement_(placement),
         steps_(names_of(m.variables()), options_.accumulation_steps), thread_(std::make_unique<sync::comm_thread>()) {
     hyper_parameters_.check(optimizer_, 0);
     within_deadline("start-up (the model-signature check and the parameter broadcast)", [&] {
@@ -261,6 +277,7 @@ class executor<Context, model<Strategies...>, O> {
     } catch (const sync::stalled& stall) {
       give_up(fmt::format("collecting the state of update {}: {}", updates_, stall.what()), stall.waited_for);
     }
+    if (placement_) place_on_mesh(set);
     return set;
   }
 
@@ -272,14 +289,14 @@ class executor<Context, model<Strategies...>, O> {
     const std::string nonfinite = first_nonfinite(tensors);
     within_deadline(fmt::format("saving checkpoint {}", store.folder_of(updates_).string()), [&] {
       // A diverged model is not saved: resuming from it would only diverge again.
-      const auto finite = ckpt::detail::gather_u32(context_->control(), nonfinite.empty() ? 1u : 0u);
+      const auto finite = ckpt::detail::gather_u32(checkpoint_control(), nonfinite.empty() ? 1u : 0u);
       if (const auto bad = std::ranges::find(finite, 0u); bad != finite.end())
         throw numeric_error(fmt::format(
             "not saving checkpoint {} of update {}: {} holds NaN or infinite values (the model diverged; lower the "
             "learning rate, or resume from an earlier checkpoint)",
             store.folder_of(updates_).string(), updates_,
             nonfinite.empty() ? fmt::format("the state on rank {}", bad - finite.begin()) : fmt::format("\"{}\"", nonfinite)));
-      store.save(context_->control(), updates_, tensors, meta);
+      store.save(checkpoint_control(), updates_, tensors, meta);
     });
   }
 
@@ -292,7 +309,7 @@ class executor<Context, model<Strategies...>, O> {
     const ckpt::state_set tensors = state();
     std::optional<ckpt::restored_checkpoint> restored;
     within_deadline(fmt::format("restoring a checkpoint from {}", store.directory().string()),
-                    [&] { restored = store.restore_latest(context_->control(), tensors); });
+                    [&] { restored = store.restore_latest(checkpoint_control(), tensors); });
     if (restored) {
       updates_ = restored->step;
       if constexpr (has_parameter_server) restore_parameter_servers();
@@ -336,6 +353,58 @@ class executor<Context, model<Strategies...>, O> {
       each([&](auto& s) {
         if constexpr (requires { s.refresh(deadline); }) s.refresh(deadline);
       });
+    });
+  }
+
+  /// The ranks that save and restore checkpoints together: the world, on a mesh.
+  control_type& checkpoint_control() { return placement_ ? *placement_->world : context_->control(); }
+
+  /// The tensor-parallel axis of the variable a state tensor belongs to (its name is the
+  /// variable's, or the variable's followed by "/"), or -1.
+  int tensor_axis_of(std::string_view tensor) const {
+    static constexpr std::array<strategy_descriptor, sizeof...(Strategies)> descriptors = {Strategies::descriptor...};
+    std::size_t best = 0;
+    int axis = -1;
+    for (std::size_t i = 0; i < model_->variables().size(); ++i) {
+      const std::string& name = model_->variables()[i].name;
+      const bool owns = tensor == name || (tensor.starts_with(name) && tensor.size() > name.size() && tensor[name.size()] == '/');
+      if (owns && name.size() >= best) best = name.size(), axis = descriptors[model_->strategy_of({i})].tensor_axis;
+    }
+    return axis;
+  }
+
+  /// Says where each state tensor lies in the whole model: a tensor-parallel part as the
+  /// rows of the whole tensor it covers (one range per index before its axis), held alike by
+  /// the data group; a whole tensor as held alike by every rank of the stage (its data and
+  /// tensor groups), so that each of them writes a part.
+  void place_on_mesh(ckpt::state_set& set) const {
+    const mesh_shape& shape = placement_->shape;
+    const mesh_coordinates& at = placement_->at;
+    set.replace_tensors([&](const ckpt::tensor_state& t) {
+      std::vector<ckpt::tensor_state> placed;
+      const int axis = tensor_axis_of(t.name);
+      if (t.how == ckpt::sharing::rank_local) {
+        placed.push_back(t);
+      } else if (axis < 0 || shape.tp == 1) {
+        ckpt::tensor_state whole = t;
+        // A parameter-server shard is hosted alike by each tensor group's servers.
+        const bool replicated = t.how == ckpt::sharing::replicated;
+        whole.holders = replicated ? shape.dp * shape.tp : shape.tp;
+        whole.holder = replicated ? at.tp * shape.dp + at.dp : at.tp;
+        placed.push_back(std::move(whole));
+      } else {
+        const auto a = static_cast<std::size_t>(axis);
+        std::vector<std::size_t> whole_shape = t.shape;
+        whole_shape[a] *= static_cast<std::size_t>(shape.tp);
+        std::size_t outer = 1, inner = 1;
+        for (std::size_t d = 0; d < a; ++d) outer *= t.shape[d];
+        for (std::size_t d = a + 1; d < t.shape.size(); ++d) inner *= t.shape[d];
+        const std::size_t count = t.shape[a], piece = count * inner;
+        for (std::size_t o = 0; o < outer; ++o)
+          placed.push_back({t.name, whole_shape, ckpt::sharing::sharded, t.data.subspan(o * piece, piece), t.optional,
+                            (o * whole_shape[a] + static_cast<std::size_t>(at.tp) * count) * inner, shape.dp, at.dp});
+      }
+      return placed;
     });
   }
 
@@ -416,22 +485,31 @@ class executor<Context, model<Strategies...>, O> {
       for (int r = 0; r < control.size(); ++r)
         if (r != control.rank() && !control.iprobe(r, announce_tag)) missing.push_back(r);
       who = missing.empty() ? std::string("every rank reached this step, so the collective itself is stuck")
-                            : fmt::format("rank{} {} did not reach this step", missing.size() > 1 ? "s" : "",
-                                          fmt::join(missing, ", "));
+                            : fmt::format("{} did not reach this step", ranks_named(missing));
     } else if (!waited_for.empty()) {
-      who = fmt::format("rank{} {} did not answer (stopped, or too slow)", waited_for.size() > 1 ? "s" : "",
-                        fmt::join(waited_for, ", "));
+      who = fmt::format("{} did not answer (stopped, or too slow)", ranks_named(waited_for));
     } else {
       who = "no rank could be named (under ASP and SSP ranks do not announce their steps)";
     }
     const std::string message =
-        fmt::format("strata (rank {}): no progress for {:.1f} s: {}; {}. Raise executor_options::timeout or "
+        fmt::format("strata ({}): no progress for {:.1f} s: {}; {}. Raise executor_options::timeout or "
                     "STRATA_TIMEOUT_SECONDS if the ranks are only slow",
-                    control.rank(), options_.timeout.count(), stalled, who);
+                    ranks_named(std::array{control.rank()}), options_.timeout.count(), stalled, who);
     std::fputs((message + "\n").c_str(), stderr);
     std::fflush(stderr);
     context_->abort();
     throw timeout_error(message);
+  }
+
+  /// "rank 2", "ranks 1, 3"; in a mesh's group, each rank's world rank and coordinates.
+  std::string ranks_named(std::span<const int> ranks) const {
+    if constexpr (requires(const Context& c) { c.describe(0); }) {
+      std::vector<std::string> names;
+      for (int r : ranks) names.push_back(context_->describe(r));
+      return fmt::format("{}", fmt::join(names, ", "));
+    } else {
+      return fmt::format("rank{} {}", ranks.size() > 1 ? "s" : "", fmt::join(ranks, ", "));
+    }
   }
 
   template <class F>
@@ -460,6 +538,7 @@ class executor<Context, model<Strategies...>, O> {
   O optimizer_;
   hyper_parameter_check<O> hyper_parameters_;
   executor_options options_;
+  std::optional<mesh_placement<control_type>> placement_;
   step_bookkeeping steps_;  // ready marks and micro-batches
   std::unique_ptr<sync::comm_thread> thread_;
   std::conditional_t<has_parameter_server, std::unique_ptr<ps_service>, std::nullptr_t> ps_{};
@@ -477,6 +556,17 @@ class executor<Context, model<Strategies...>, O> {
 template <CommContext Context, Model M, Optimizer O>
 auto make_executor(Context& context, M& m, O optimizer, executor_options options = {}) {
   return executor<Context, M, O>(context, m, std::move(optimizer), options);
+}
+
+/// Builds the executor for this rank's part `m` of a model on `grid`: it averages over the
+/// data group, and checkpoints, collective over the whole world, hold the whole model (see
+/// mesh_placement). Tensor-parallel variables bind this rank's part.
+template <CommContext Context, Model M, Optimizer O>
+auto make_executor(mesh<Context>& grid, M& m, O optimizer, executor_options options = {}) {
+  using control = std::remove_reference_t<decltype(grid.world().control())>;
+  return executor<group_context<Context>, M, O>(grid.data(), m, std::move(optimizer), options,
+                                                mesh_placement<control>{&grid.world().control(), grid.shape(),
+                                                                        grid.coordinates()});
 }
 
 }  // namespace strata

@@ -17,6 +17,7 @@
 #include <array>
 #include <charconv>
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -64,6 +65,12 @@ struct mesh_shape {
 
   friend constexpr bool operator==(const mesh_shape&, const mesh_shape&) = default;
 };
+
+/// "rank 5 (dp=0,tp=1,pp=1)": how messages name a rank of a mesh of `shape`.
+inline std::string describe_rank(const mesh_shape& shape, int world_rank) {
+  const mesh_coordinates c = shape.coordinates(world_rank);
+  return fmt::format("rank {} (dp={},tp={},pp={})", world_rank, c.dp, c.tp, c.pp);
+}
 
 /// "dp=2,tp=2,pp=1", as the mesh it names.
 inline std::string to_string(const mesh_shape& s) { return fmt::format("dp={},tp={},pp={}", s.dp, s.tp, s.pp); }
@@ -125,9 +132,12 @@ class group_context {
   using control_type = comm_t<decltype(std::declval<Parent&>().control())>;
 
   /// Collective over `parent`: ranks of one `color` form a group, ordered by `key`.
-  group_context(Parent& parent, int color, int key)
+  /// `describe(r)` names the group's rank r in messages (a deadline's): by default "rank r"
+  /// of the group; a mesh names its world rank and coordinates.
+  group_context(Parent& parent, int color, int key, std::function<std::string(int)> describe = {})
       : parent_(&parent), collectives_(parent.collectives().split(color, key)),
-        parameter_server_(parent.parameter_server().split(color, key)), control_(parent.control().split(color, key)) {}
+        parameter_server_(parent.parameter_server().split(color, key)), control_(parent.control().split(color, key)),
+        describe_(std::move(describe)) {}
 
   int rank() const { return control_.rank(); }
   int size() const { return control_.size(); }
@@ -136,11 +146,15 @@ class group_context {
   control_type& control() { return control_; }
   void abort() { parent_->abort(); }
 
+  /// How messages name the group's rank `r`.
+  std::string describe(int r) const { return describe_ ? describe_(r) : fmt::format("rank {} of the group", r); }
+
  private:
   Parent* parent_;
   collectives_type collectives_;
   parameter_server_type parameter_server_;
   control_type control_;
+  std::function<std::string(int)> describe_;
 };
 
 /// A world factored into a mesh: this rank's coordinates and its group along each axis.
@@ -149,11 +163,14 @@ template <CommContext Context>
 class mesh {
  public:
   mesh(Context& world, mesh_shape shape)
-      : shape_(checked(world, shape)), at_(shape_.coordinates(world.control().rank())),
-        data_(world, color_without(mesh_axis::data), at_.dp), tensor_(world, color_without(mesh_axis::tensor), at_.tp),
-        pipeline_(world, color_without(mesh_axis::pipeline), at_.pp) {}
+      : world_(&world), shape_(checked(world, shape)), at_(shape_.coordinates(world.control().rank())),
+        data_(world, color_without(mesh_axis::data), at_.dp, describer(mesh_axis::data)),
+        tensor_(world, color_without(mesh_axis::tensor), at_.tp, describer(mesh_axis::tensor)),
+        pipeline_(world, color_without(mesh_axis::pipeline), at_.pp, describer(mesh_axis::pipeline)) {}
 
   const mesh_shape& shape() const { return shape_; }
+  /// The whole job the mesh factors.
+  Context& world() { return *world_; }
   /// This rank's place on every axis.
   const mesh_coordinates& coordinates() const { return at_; }
 
@@ -171,17 +188,7 @@ class mesh {
   }
 
   /// "rank 5 (dp=0,tp=1,pp=1)": how messages name a rank of the mesh.
-  std::string describe(int world_rank) const {
-    const mesh_coordinates c = shape_.coordinates(world_rank);
-    return fmt::format("rank {} (dp={},tp={},pp={})", world_rank, c.dp, c.tp, c.pp);
-  }
-  /// The rank of this rank's `axis` group at position `index` along it, described.
-  std::string describe_along(mesh_axis axis, int index) const {
-    mesh_coordinates c = at_;
-    c[axis] = index;
-    const std::string rank = describe(shape_.rank(c));
-    return axis == mesh_axis::pipeline ? fmt::format("stage {}, {}", index, rank) : rank;
-  }
+  std::string describe(int world_rank) const { return describe_rank(shape_, world_rank); }
 
  private:
   static mesh_shape checked(Context& world, mesh_shape shape) {
@@ -192,6 +199,17 @@ class mesh {
     return shape;
   }
 
+  /// Names the ranks of this rank's `a` group by world rank and coordinates. It copies the
+  /// shape and coordinates, so the groups stay right if the mesh object moves.
+  std::function<std::string(int)> describer(mesh_axis a) const {
+    return [shape = shape_, at = at_, a](int index) {
+      mesh_coordinates c = at;
+      c[a] = index;
+      const std::string rank = describe_rank(shape, shape.rank(c));
+      return a == mesh_axis::pipeline ? fmt::format("stage {}, {}", index, rank) : rank;
+    };
+  }
+
   /// Equal exactly for the ranks whose coordinates agree on every axis but `a`.
   int color_without(mesh_axis a) const {
     mesh_coordinates c = at_;
@@ -199,6 +217,7 @@ class mesh {
     return shape_.rank(c);
   }
 
+  Context* world_;
   mesh_shape shape_;
   mesh_coordinates at_;
   group_context<Context> data_, tensor_, pipeline_;

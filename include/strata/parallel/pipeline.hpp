@@ -118,8 +118,9 @@ struct driver_options {
   /// How long a stage waits for a neighbour's message before it names the neighbour and
   /// ends the job (as the executor's deadline does).
   std::chrono::duration<double> timeout = default_timeout();
-  /// How messages name the rank of stage s (mesh::describe names its coordinates).
-  std::function<std::string(int stage)> describe = [](int stage) { return fmt::format("stage {}", stage); };
+  /// How messages name the rank of stage s; by default the group's own describe(s) (a
+  /// mesh's pipeline group names the stage, world rank and coordinates), else "stage s".
+  std::function<std::string(int stage)> describe;
 };
 
 /// Runs one stage of a pipeline over `stages`, the pipeline group (a CommContext whose rank
@@ -132,8 +133,11 @@ class driver {
   /// `boundaries[s]`: the elements of one micro-batch's activation that stage s hands to
   /// stage s + 1 (one entry per boundary: stages - 1 of them, equal on every stage).
   driver(Context& stages, std::vector<std::size_t> boundaries, driver_options options = {})
-      : group_(&stages), boundaries_(std::move(boundaries)),
-        options_(std::move(options)) {
+      : group_(&stages), boundaries_(std::move(boundaries)), options_(std::move(options)) {
+    if (!options_.describe) {
+      if constexpr (requires { stages.describe(0); }) options_.describe = [&stages](int s) { return stages.describe(s); };
+      else options_.describe = [](int s) { return fmt::format("stage {}", s); };
+    }
     checked_timeout(options_.timeout.count(), "pipeline::driver_options::timeout");
     if (boundaries_.size() + 1 != static_cast<std::size_t>(size()))
       throw usage_error(fmt::format("pipeline::driver: {} activation sizes for {} stages; give one per boundary between "
@@ -248,11 +252,10 @@ class driver {
   std::vector<typename comm_type::request> sends_;
 };
 
-/// The driver of this rank's stage of `grid`'s pipeline; messages name ranks by their mesh
-/// coordinates.
+/// The driver of this rank's stage of `grid`'s pipeline; messages name ranks by stage,
+/// world rank and mesh coordinates.
 template <class Mesh>
 auto make_driver(Mesh& grid, std::vector<std::size_t> boundaries, driver_options options = {}) {
-  options.describe = [&grid](int stage) { return grid.describe_along(mesh_axis::pipeline, stage); };
   return driver(grid.pipeline(), std::move(boundaries), std::move(options));
 }
 
