@@ -325,6 +325,7 @@ struct trained {
   double first_loss = 0.0, last_loss = 0.0;  // the last stage's, summed over micro-batches
   std::int64_t restored_from = 0;             // the checkpoint's update, or 0
   std::int64_t updates = 0;                   // where training stopped
+  memory_use memory;                          // as the executor reports it, at the end
 };
 
 /// How train() runs, beyond the model.
@@ -409,6 +410,7 @@ trained train(mesh<Context>& grid, const block_mlp_config& config, const train_o
     result.updates = u;
   }
   result.tensors = t.net().tensors();
+  result.memory = t.executor().memory();
   return result;
 }
 

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
 #include <span>
@@ -89,14 +90,34 @@ int main(int argc, char** argv) {
     const int bound = schedule == "gpipe" ? config.micro_batches : std::min(stages - stage, config.micro_batches);
     const bool in_flight_ok = schedule == "gpipe" ? run.max_in_flight == bound : run.max_in_flight <= bound;
     const bool learned = stage + 1 != stages || run.restored_from > 0 || run.last_loss < run.first_loss;
+    // What a rank holds, with what its tensor group holds alike counted once per group.
+    const auto held = [](const memory_use& m) { return m.parameters + m.optimizer_state; };
     struct report {
       double difference;
       int in_flight, in_flight_ok, learned;
-    } mine{difference, run.max_in_flight, in_flight_ok, learned};
+      std::uint64_t held, copies;
+    } mine{difference, run.max_in_flight, in_flight_ok, learned, held(run.memory), run.memory.tensor_group_copies};
     std::vector<report> all(static_cast<std::size_t>(ctx.size()));
     ctx.control().allgather(std::span<const report>(&mine, 1), std::span<report>(all));
     int failures = 0;
     double worst = 0.0;
+    // Memory: one data replica (dp = 0) holds exactly the model; no rank more than
+    // 1.25 / (tp * pp) of it.
+    const std::uint64_t model_bytes = held(reference.memory);
+    std::uint64_t replica = 0, largest = 0;
+    for (int r = 0; r < ctx.size(); ++r) {
+      const report& x = all[static_cast<std::size_t>(r)];
+      largest = std::max(largest, x.held);
+      if (grid.shape().coordinates(r).dp == 0)
+        replica += x.held - x.copies + x.copies / static_cast<std::uint64_t>(grid.shape().tp);
+    }
+    const double share = static_cast<double>(largest) / static_cast<double>(model_bytes);
+    const double share_bound = 1.25 / (grid.shape().tp * grid.shape().pp);
+    if (ctx.rank() == 0 && replica != model_bytes)
+      ++failures, std::printf("FAIL: one data replica holds %llu bytes of parameters and optimizer state, the model %llu\n",
+                              static_cast<unsigned long long>(replica), static_cast<unsigned long long>(model_bytes));
+    if (ctx.rank() == 0 && share > share_bound)
+      ++failures, std::printf("FAIL: a rank holds %.3f of the model, above 1.25/(tp*pp) = %.3f\n", share, share_bound);
     for (int r = 0; r < ctx.size(); ++r) {
       const report& x = all[static_cast<std::size_t>(r)];
       worst = std::max(worst, x.difference);
@@ -114,6 +135,8 @@ int main(int argc, char** argv) {
                   "relative (tolerance %.3g); stage 0 held at most %d micro-batches\n",
                   to_string(grid.shape()).c_str(), schedule.c_str(), config.micro_batches, updates, worst, tolerance,
                   all[0].in_flight);
+      std::printf("memory: a data replica holds %llu bytes (the model's), the largest rank %.3f of them (bound %.3f)\n",
+                  static_cast<unsigned long long>(replica), share, share_bound);
       if (run.restored_from > 0) std::printf("resumed from the checkpoint of update %d\n", static_cast<int>(run.restored_from));
       if (stages == 1) std::printf("loss %.4f -> %.4f\n", run.first_loss, run.last_loss);
     }

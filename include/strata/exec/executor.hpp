@@ -317,12 +317,20 @@ class executor<Context, model<Strategies...>, O> {
     return restored;
   }
 
-  /// What this rank holds beyond the user's buffers: the optimizer state of replicated
-  /// variables and of the parameter-server shards it hosts, and those shards' values.
+  /// What this rank holds: the parameters it binds, the optimizer state of replicated
+  /// variables and of the parameter-server shards it hosts, and those shards' values. On a
+  /// mesh with a tensor group, also which part of that its tensor group holds alike.
   memory_use memory() {
     memory_use use;
     if constexpr (has_parameter_server) use += ps_->held();
     std::apply([&](auto&... s) { (s.add_memory(use), ...); }, *synchronizers_);
+    for (const variable_binding& v : model_->variables()) use.parameters += v.bytes();
+    if (placement_ && placement_->shape.tp > 1) {
+      ckpt::state_set set;
+      std::apply([&](auto&... s) { (s.collect_state(set), ...); }, *synchronizers_);
+      for (const ckpt::tensor_state& t : set.tensors())
+        if (t.how == ckpt::sharing::replicated && tensor_axis_of(t.name) < 0) use.tensor_group_copies += t.data.size_bytes();
+    }
     return use;
   }
 

@@ -230,10 +230,11 @@ class nccl_executor {
   /// The optimizer's hyper-parameters may change between steps (learning-rate schedules).
   O& optimizer() { return optimizer_; }
   std::int64_t updates() const { return driver_.updates(); }
-  /// What this rank holds beyond the user's buffers: the optimizer state, and (as
+  /// What this rank holds: the parameters it binds, the optimizer state, and (as
   /// server_values) the master copies of the PS slices it owns.
   memory_use memory() const {
     memory_use use;
+    for (const device_variable_binding& v : variables_) use.parameters += v.bytes();
     for (const bucket& b : buckets_)
       std::visit(
           [&](const auto& data) {

@@ -18,15 +18,23 @@ struct sync_stats {
   }
 };
 
-/// What a rank holds for a model beyond the user's own parameter and gradient buffers, in
-/// bytes: where sharding the optimizer state over parameter servers (ZeRO's idea) shows.
+/// What a rank holds for a model, in bytes: the parameters it binds, and beyond the user's
+/// own buffers what strata keeps. Sharding the optimizer state over parameter servers
+/// (ZeRO's idea) shows in optimizer_state; splitting a model over a mesh in all of them.
 struct memory_use {
+  std::size_t parameters = 0;       ///< the user's parameter buffers the executor binds
   std::size_t optimizer_state = 0;  ///< of replicated variables, and of the shards this rank's server hosts
   std::size_t server_values = 0;    ///< parameter values of the shards this rank's server hosts
+  /// On a mesh: the part of parameters and optimizer_state that every rank of this rank's
+  /// tensor group holds alike (variables not split by TensorParallel), so that a sum over
+  /// ranks can count it once.
+  std::size_t tensor_group_copies = 0;
 
   memory_use& operator+=(const memory_use& o) {
+    parameters += o.parameters;
     optimizer_state += o.optimizer_state;
     server_values += o.server_values;
+    tensor_group_copies += o.tensor_group_copies;
     return *this;
   }
 };
