@@ -61,6 +61,7 @@ constexpr bool unpartitioned_replicas(const strategy_descriptor& d) {
 constexpr bool native_allreduce(const strategy_descriptor& d) {
   return d.placement == placement_kind::ps || d.collective == collective_kind::native;
 }
+constexpr bool whole_tensors(const strategy_descriptor& d) { return !d.tensor_parallel(); }
 
 using DenseGradientsOnly = rules::rule<"NcclDenseGradientsOnly",
                                 "the nccl executor runs dense gradients only; SparseRows tables need the host executor "
@@ -92,8 +93,14 @@ using NativeAllReduceOnly = rules::rule<"NcclNativeAllReduceOnly",
                                  "Hierarchical run on the host with staged_executor (see docs/compatibility.md)",
                                  native_allreduce>;
 
+using WholeTensorsOnly = rules::rule<"NcclWholeTensorsOnly",
+                              "the nccl executor runs on the whole world, not on a mesh's data group yet; "
+                              "TensorParallel<Axis> variables train with the host executor over a mesh (see "
+                              "docs/model_parallelism.md)",
+                              whole_tensors>;
+
 using every_rule = std::tuple<DenseGradientsOnly, NarrowingCodecsOnly, NoErrorFeedback, UncompressedParameterServer,
-                              SynchronousOnly, UnpartitionedReplicas, NativeAllReduceOnly>;
+                              SynchronousOnly, UnpartitionedReplicas, NativeAllReduceOnly, WholeTensorsOnly>;
 }  // namespace nccl_rules
 
 /// A strategy the nccl executor runs: valid, and within every rule of nccl_rules.
@@ -101,7 +108,8 @@ template <class S>
 concept NcclStrategy = ValidStrategy<S> && Obeys<S, nccl_rules::DenseGradientsOnly> &&
                        Obeys<S, nccl_rules::NarrowingCodecsOnly> && Obeys<S, nccl_rules::NoErrorFeedback> &&
                        Obeys<S, nccl_rules::UncompressedParameterServer> && Obeys<S, nccl_rules::SynchronousOnly> &&
-                       Obeys<S, nccl_rules::UnpartitionedReplicas> && Obeys<S, nccl_rules::NativeAllReduceOnly>;
+                       Obeys<S, nccl_rules::UnpartitionedReplicas> && Obeys<S, nccl_rules::NativeAllReduceOnly> &&
+                       Obeys<S, nccl_rules::WholeTensorsOnly>;
 
 /// What the nccl executor sees of a variable.
 struct device_variable_binding {
