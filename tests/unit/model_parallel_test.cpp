@@ -94,6 +94,18 @@ TEST_CASE("the pipeline driver hands activations forward and their gradients bac
   loopback::run(2, [](loopback::context& ctx) {
     CHECK_THROWS_WITH(pipeline::driver(ctx, {}), Catch::Contains("0 activation sizes for 2 stages"));
   });
+  // Forward only (an evaluation): each micro-batch passes every stage once, in order.
+  loopback::run(stages, [&](loopback::context& ctx) {
+    pipeline::driver pipe(ctx, {1, 1});
+    std::vector<int> seen;
+    pipe.run_forward(micro, [&](int i, std::span<const float> in, std::span<float> out) {
+      const float x = pipe.first() ? static_cast<float>(10 * i) : in[0] + 1.0f;
+      if (!pipe.last()) out[0] = x;
+      else CHECK(x == static_cast<float>(10 * i + stages - 1));
+      seen.push_back(i);
+    });
+    CHECK(seen == std::vector<int>{0, 1, 2, 3, 4});
+  });
 }
 
 TEST_CASE("the block MLP trained on a mesh ends where one rank's training ends", "[mesh][pipeline][tensor_parallel]") {

@@ -192,11 +192,28 @@ class driver {
         --in_flight;
       }
     }
-    for (auto& request : sends_) comm().wait(request);
-    sends_.clear();
-    sent_.clear();
-    stats.seconds = std::chrono::duration<double>(clock::now() - start).count();
-    return stats;
+    return finish(stats, start);
+  }
+
+  /// Runs the forwards of `micro_batches` micro-batches only (an evaluation): each stage
+  /// receives, calls forward(i, input, output) and sends, in micro-batch order, and keeps
+  /// nothing for a backward. Every stage of the group must call it with the same count.
+  template <StageFunction Forward>
+  run_stats run_forward(int micro_batches, Forward&& forward) {
+    detail::require_shape(stages(), stage(), micro_batches);
+    const auto start = std::chrono::steady_clock::now();
+    run_stats stats;
+    ++runs_;
+    std::vector<float> input(first() ? 0 : boundaries_[static_cast<std::size_t>(stage() - 1)]);
+    for (int i = 0; i < micro_batches; ++i) {
+      if (!first()) receive(input, stage() - 1, forward_tag, {pass::forward, i});
+      std::vector<float>& output = outgoing(last() ? 0 : boundaries_[static_cast<std::size_t>(stage())]);
+      const auto t = std::chrono::steady_clock::now();
+      forward(i, std::span<const float>(input), std::span<float>(output));
+      stats.compute_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+      if (!last()) send(output, stage() + 1, forward_tag);
+    }
+    return finish(stats, start);
   }
 
  private:
@@ -205,6 +222,15 @@ class driver {
   static constexpr int forward_tag = 0x5046, backward_tag = 0x5042;
 
   comm_type& comm() const { return group_->collectives(); }
+
+  /// Waits for the run's sends and times it.
+  run_stats finish(run_stats stats, std::chrono::steady_clock::time_point start) {
+    for (auto& request : sends_) comm().wait(request);
+    sends_.clear();
+    sent_.clear();
+    stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return stats;
+  }
   int size() const { return group_->collectives().size(); }
 
   /// Receives `into` from stage `from`. Where the backend can probe, waits for the message
