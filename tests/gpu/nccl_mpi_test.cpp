@@ -20,6 +20,9 @@
 #include "strata/comm/nccl/mpi_bootstrap.hpp"
 #include "strata/comm/nccl/nccl.hpp"
 #include "strata/cuda/device.cuh"
+#include "strata/parallel/mesh.hpp"
+#include "strata/parallel/pipeline.hpp"
+#include "strata/parallel/tensor_parallel.hpp"
 
 namespace {
 
@@ -95,6 +98,45 @@ void across_ranks(strata::nccl::context& ctx) {
   comm.barrier();
 }
 
+static_assert(strata::CommContext<strata::group_context<strata::nccl::context>>);
+
+/// A mesh over the nccl backend: every rank one pipeline stage. The driver's messages are
+/// device memory; stage s adds s + 1 to the activation, and gradients come back unchanged.
+void pipeline_on_device(strata::nccl::context& ctx) {
+  strata::mesh grid(ctx, strata::mesh_shape{1, 1, ctx.size()});
+  auto pipe = strata::pipeline::make_driver(grid, std::vector<std::size_t>(static_cast<std::size_t>(ctx.size() - 1), 2));
+  auto& tp = grid.tensor().collectives();  // one rank: the all-reduce of a split layer is the identity
+  const int rank = ctx.rank(), stages = ctx.size();
+  auto host_of = [&](std::span<const float> device) {
+    std::vector<float> host(device.size());
+    strata::nccl::detail::check_cuda(cudaStreamSynchronize(grid.pipeline().collectives().stream()), "cudaStreamSynchronize", rank);
+    strata::nccl::detail::check_cuda(cudaMemcpy(host.data(), device.data(), device.size_bytes(), cudaMemcpyDeviceToHost),
+                                     "cudaMemcpy", rank);
+    return host;
+  };
+  auto write = [&](std::span<float> device, float value) {
+    const std::vector<float> host(device.size(), value);
+    strata::nccl::detail::check_cuda(cudaMemcpy(device.data(), host.data(), device.size_bytes(), cudaMemcpyHostToDevice),
+                                     "cudaMemcpy", rank);
+    grid.pipeline().collectives().depend_on(nullptr);
+  };
+  pipe.run(
+      strata::pipeline::one_f_one_b{}, 3,
+      [&](int i, std::span<const float> in, std::span<float> out) {
+        const float x = pipe.first() ? static_cast<float>(10 * i) : host_of(in)[0];
+        if (pipe.last()) expect(x == static_cast<float>(10 * i + stages * (stages - 1) / 2), "the last stage's activation", rank);
+        else write(out, x + static_cast<float>(rank + 1));
+      },
+      [&](int i, std::span<const float> out_grad, std::span<float> in_grad) {
+        const float g = pipe.last() ? static_cast<float>(-i) : host_of(out_grad)[0];
+        expect(g == static_cast<float>(-i), "a gradient passed back unchanged", rank);
+        if (!pipe.first()) write(in_grad, g);
+      });
+  auto ones = to_device(tp, {1.0f, 1.0f});
+  strata::tensor_parallel::reduce_from_group::forward(tp, std::span<float>(ones.get(), 2));
+  expect(to_host(ones, 2, rank)[0] == 1.0f, "a one-rank tensor group's sum", rank);
+}
+
 /// Fewer GPUs than ranks on this machine: every rank must refuse, naming the ranks.
 void refused(strata::mpi::context& host, int devices) {
   try {
@@ -126,6 +168,7 @@ int main(int argc, char** argv) {
       // A rank that fails leaves its peer waiting in a collective until the deadline.
       strata::nccl::context ctx(host, {.timeout = std::chrono::seconds(60)});
       across_ranks(ctx);
+      pipeline_on_device(ctx);
     }
   } catch (const std::exception& e) {
     std::printf("rank %d FAILED with an exception: %s\n", host.rank(), e.what());

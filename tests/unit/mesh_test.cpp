@@ -11,7 +11,7 @@
 
 using namespace strata;
 
-TEST_CASE("--mesh text names the axes; a left-out dp takes the ranks the others leave", "[mesh]") {
+TEST_CASE("a mesh's text names the axes; a left-out dp takes the ranks the others leave", "[mesh]") {
   CHECK(parse_mesh("dp=2,tp=2,pp=1", 4) == mesh_shape{2, 2, 1});
   CHECK(parse_mesh(" pp=2 , tp=2 ", 4) == mesh_shape{1, 2, 2});
   CHECK(parse_mesh("tp=2", 8) == mesh_shape{4, 2, 1});

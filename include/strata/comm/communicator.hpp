@@ -8,6 +8,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "strata/model/memory.hpp"
 #include "strata/numeric/float16.hpp"
 
 namespace strata {
@@ -72,6 +73,21 @@ template <class C>
 concept Probing = PointToPoint<C> && requires(C& c, int peer, int tag) {
   { c.iprobe(peer, tag) } -> std::same_as<bool>;  // a message is waiting (not received)
 };
+
+/// The memory a communicator's buffers live in: host memory, unless its backend says
+/// otherwise (nccl: device memory of its GPU). Code that stages data itself (the pipeline
+/// driver's messages, a gather's reordering) asks, and allocates device buffers from a
+/// backend whose buffers are device memory (its allocate(n)).
+template <class C>
+struct buffer_memory {
+  using type = host_memory;
+};
+template <class C>
+using buffer_memory_t = typename buffer_memory<C>::type;
+
+/// A communicator whose buffers are host memory, which the host may read and write.
+template <class C>
+concept HostBuffers = std::same_as<buffer_memory_t<C>, host_memory>;
 
 /// Every capability: what the host backends (mpi, loopback) model and host synchronizers use.
 template <class C>

@@ -163,7 +163,7 @@ class driver {
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
     run_stats stats;
-    std::vector<std::vector<float>> inputs(static_cast<std::size_t>(micro_batches));  // held from forward to backward
+    std::vector<buffer> inputs(static_cast<std::size_t>(micro_batches));  // held from forward to backward
     int in_flight = 0;
     const std::size_t in_size = first() ? 0 : boundaries_[static_cast<std::size_t>(stage() - 1)];
     const std::size_t out_size = last() ? 0 : boundaries_[static_cast<std::size_t>(stage())];
@@ -174,21 +174,21 @@ class driver {
     };
     ++runs_;
     for (const work& w : order(schedule, stages(), stage(), micro_batches)) {
-      std::vector<float>& input = inputs[static_cast<std::size_t>(w.micro_batch)];
+      buffer& input = inputs[static_cast<std::size_t>(w.micro_batch)];
       if (w.kind == pass::forward) {
-        input.resize(in_size);
+        input = make_buffer(in_size);
         if (!first()) receive(input, stage() - 1, forward_tag, w);
-        std::vector<float>& output = outgoing(out_size);
-        timed([&] { forward(w.micro_batch, std::span<const float>(input), std::span<float>(output)); });
+        buffer& output = outgoing(out_size);
+        timed([&] { forward(w.micro_batch, const_view(input), view(output)); });
         if (!last()) send(output, stage() + 1, forward_tag);
         stats.max_in_flight = std::max(stats.max_in_flight, ++in_flight);
       } else {
-        std::vector<float> output_grad(out_size);
+        buffer output_grad = make_buffer(out_size);
         if (!last()) receive(output_grad, stage() + 1, backward_tag, w);
-        std::vector<float>& input_grad = outgoing(in_size);
-        timed([&] { backward(w.micro_batch, std::span<const float>(output_grad), std::span<float>(input_grad)); });
+        buffer& input_grad = outgoing(in_size);
+        timed([&] { backward(w.micro_batch, const_view(output_grad), view(input_grad)); });
         if (!first()) send(input_grad, stage() - 1, backward_tag);
-        std::vector<float>().swap(input);  // the activation is no longer needed
+        input = make_buffer(0);  // the activation is no longer needed
         --in_flight;
       }
     }
@@ -204,12 +204,12 @@ class driver {
     const auto start = std::chrono::steady_clock::now();
     run_stats stats;
     ++runs_;
-    std::vector<float> input(first() ? 0 : boundaries_[static_cast<std::size_t>(stage() - 1)]);
+    buffer input = make_buffer(first() ? 0 : boundaries_[static_cast<std::size_t>(stage() - 1)]);
     for (int i = 0; i < micro_batches; ++i) {
       if (!first()) receive(input, stage() - 1, forward_tag, {pass::forward, i});
-      std::vector<float>& output = outgoing(last() ? 0 : boundaries_[static_cast<std::size_t>(stage())]);
+      buffer& output = outgoing(last() ? 0 : boundaries_[static_cast<std::size_t>(stage())]);
       const auto t = std::chrono::steady_clock::now();
-      forward(i, std::span<const float>(input), std::span<float>(output));
+      forward(i, const_view(input), view(output));
       stats.compute_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
       if (!last()) send(output, stage() + 1, forward_tag);
     }
@@ -223,6 +223,16 @@ class driver {
 
   comm_type& comm() const { return group_->collectives(); }
 
+  /// A message buffer in the memory the backend's buffers live in: host memory, or the
+  /// backend's device memory (nccl), which the user's callbacks then see as spans of it.
+  auto make_buffer(std::size_t elements) const {
+    if constexpr (HostBuffers<comm_type>) return std::vector<float>(elements);
+    else return comm().allocate(elements);
+  }
+  using buffer = decltype(std::declval<const driver&>().make_buffer(0));
+  static std::span<float> view(buffer& b) { return {b.data(), b.size()}; }
+  static std::span<const float> const_view(const buffer& b) { return {b.data(), b.size()}; }
+
   /// Waits for the run's sends and times it.
   run_stats finish(run_stats stats, std::chrono::steady_clock::time_point start) {
     for (auto& request : sends_) comm().wait(request);
@@ -235,7 +245,7 @@ class driver {
 
   /// Receives `into` from stage `from`. Where the backend can probe, waits for the message
   /// only until the deadline; then names the stage that did not send it and ends the job.
-  void receive(std::vector<float>& into, int from, int tag, const work& w) {
+  void receive(buffer& into, int from, int tag, const work& w) {
     if constexpr (Probing<comm_type>) {
       const auto deadline = std::chrono::steady_clock::now() +
                             std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
@@ -245,7 +255,7 @@ class driver {
         if (polls > 64) std::this_thread::sleep_for(std::chrono::microseconds(polls > 1024 ? 200 : 20));
       }
     }
-    auto request = comm().irecv(std::span<float>(into), from, tag);
+    auto request = comm().irecv(view(into), from, tag);
     comm().wait(request);
   }
 
@@ -264,17 +274,15 @@ class driver {
 
   /// A buffer for a message to send, alive until the run's end: a stage does not wait for
   /// its sends as it goes, since its neighbour may be waiting for it to receive first.
-  std::vector<float>& outgoing(std::size_t elements) { return sent_.emplace_back(elements); }
+  buffer& outgoing(std::size_t elements) { return sent_.emplace_back(make_buffer(elements)); }
 
-  void send(const std::vector<float>& data, int to, int tag) {
-    sends_.push_back(comm().isend(std::span<const float>(data), to, tag));
-  }
+  void send(const buffer& data, int to, int tag) { sends_.push_back(comm().isend(const_view(data), to, tag)); }
 
   Context* group_;
   std::vector<std::size_t> boundaries_;
   driver_options options_;
   std::int64_t runs_ = 0;
-  std::deque<std::vector<float>> sent_;  // a deque: growing it keeps earlier buffers in place
+  std::deque<buffer> sent_;  // a deque: growing it keeps earlier buffers in place
   std::vector<typename comm_type::request> sends_;
 };
 

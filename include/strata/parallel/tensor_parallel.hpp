@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 
 #include "strata/comm/communicator.hpp"
+#include "strata/detail/fixed_string.hpp"
 #include "strata/error.hpp"
 
 namespace strata::tensor_parallel {
@@ -80,10 +81,20 @@ struct reduce_from_group {
   static void backward(C&, std::span<const float>) {}
 };
 
+/// The collectives below reorder or copy on the host: their group's buffers must be host
+/// memory (a device version is not written yet).
+template <class C>
+concept HostGroup =
+    Collectives<C> &&
+    (HostBuffers<C> || strata::detail::unsatisfied<"gather_from_group, scatter_to_group and reduce_scatter_to_group "
+                                                   "reorder activations on the host; on a backend with device buffers "
+                                                   "(nccl) use copy_to_group and reduce_from_group, which only "
+                                                   "all-reduce">());
+
 /// Activations split along their last dimension ([rows, cols / size] on each rank) made whole
 /// ([rows, cols]); backward keeps this rank's columns of the whole gradient.
 struct gather_from_group {
-  template <Collectives C>
+  template <HostGroup C>
   static void forward(C& group, std::span<const float> part, std::span<float> whole, std::size_t rows) {
     detail::require_rows(part.size(), rows, "gather_from_group::forward");
     if (whole.size() != part.size() * static_cast<std::size_t>(group.size()))
@@ -98,7 +109,7 @@ struct gather_from_group {
         std::copy_n(blocks.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * part.size() + i * cols), cols,
                     whole.begin() + static_cast<std::ptrdiff_t>(i * all_cols + static_cast<std::size_t>(r) * cols));
   }
-  template <Collectives C>
+  template <HostGroup C>
   static void backward(C& group, std::span<const float> whole_grad, std::span<float> part_grad, std::size_t rows) {
     detail::require_rows(whole_grad.size(), rows, "gather_from_group::backward");
     const std::size_t all_cols = whole_grad.size() / rows;
@@ -116,11 +127,11 @@ struct gather_from_group {
 /// The dual of gather_from_group: a whole activation split by its last dimension (each rank
 /// keeps its columns); backward gathers the gradient whole.
 struct scatter_to_group {
-  template <Collectives C>
+  template <HostGroup C>
   static void forward(C& group, std::span<const float> whole, std::span<float> part, std::size_t rows) {
     gather_from_group::backward(group, whole, part, rows);
   }
-  template <Collectives C>
+  template <HostGroup C>
   static void backward(C& group, std::span<const float> part_grad, std::span<float> whole_grad, std::size_t rows) {
     gather_from_group::forward(group, part_grad, whole_grad, rows);
   }
@@ -131,7 +142,7 @@ struct scatter_to_group {
 /// Collectives concept has no reduce-scatter, so forward all-reduces and keeps a part:
 /// correct, with twice the minimum traffic.
 struct reduce_scatter_to_group {
-  template <Collectives C>
+  template <HostGroup C>
   static void forward(C& group, std::span<float> partial_whole, std::span<float> part) {
     const shard mine = shard_of(partial_whole.size(), group.size(), group.rank(), "a reduce-scattered activation");
     if (part.size() != mine.count)
@@ -140,7 +151,7 @@ struct reduce_scatter_to_group {
     group.allreduce_sum(partial_whole);
     std::copy_n(partial_whole.begin() + static_cast<std::ptrdiff_t>(mine.begin), mine.count, part.begin());
   }
-  template <Collectives C>
+  template <HostGroup C>
   static void backward(C& group, std::span<const float> part_grad, std::span<float> whole_grad) {
     if (whole_grad.size() != part_grad.size() * static_cast<std::size_t>(group.size()))
       throw usage_error(fmt::format("tensor_parallel::reduce_scatter_to_group::backward: {} elements per rank over {} ranks "
