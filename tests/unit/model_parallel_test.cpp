@@ -1,13 +1,16 @@
 // Model parallelism with ranks as threads (loopback): the mesh's groups, the tensor-parallel
 // collectives, the pipeline driver, and short trainings of the block MLP on meshes against
 // one rank. The MPI tests (tests/mpi/mesh_training.cpp) run the same trainings in processes
-// for 50 updates.
+// for 50 updates. Ranks check with conformance::expect, which throws (Catch2's assertions are
+// not thread-safe); loopback::run rethrows the first failure.
 #include <numeric>
 #include <span>
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
+#include "conformance/cases.hpp"
 #include "mpi/block_mlp.hpp"
 #include "strata/comm/loopback/loopback.hpp"
 #include "strata/parallel/mesh.hpp"
@@ -15,97 +18,114 @@
 #include "strata/parallel/tensor_parallel.hpp"
 
 using namespace strata;
+using conformance::expect;
+
+namespace {
+/// Whether `f` throws an exception whose message contains `text`.
+template <class F>
+bool throws_saying(F&& f, std::string_view text) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return std::string_view(e.what()).find(text) != std::string_view::npos;
+  }
+  return false;
+}
+}  // namespace
 
 TEST_CASE("each mesh group holds the ranks that differ from this one along its axis only", "[mesh]") {
   const mesh_shape shape{2, 2, 2};
-  loopback::run(8, [&](loopback::context& ctx) {
+  CHECK_NOTHROW(loopback::run(8, [&](loopback::context& ctx) {
     mesh grid(ctx, shape);
     const mesh_coordinates me = shape.coordinates(ctx.rank());
-    CHECK(grid.coordinates() == me);
+    expect(grid.coordinates() == me, "rank {}: coordinates", ctx.rank());
     for (mesh_axis axis : mesh_axes) {
       auto& group = grid.group(axis).control();
-      REQUIRE(group.size() == shape[axis]);
-      CHECK(group.rank() == me[axis]);  // ordered along the axis
+      expect(group.size() == shape[axis], "rank {}: the {} group has {} ranks", ctx.rank(), axis_name(axis), group.size());
+      expect(group.rank() == me[axis], "rank {}: ordered along {}", ctx.rank(), axis_name(axis));
       const int world_rank = ctx.rank();
       std::vector<int> members(static_cast<std::size_t>(group.size()));
       group.allgather(std::span<const int>(&world_rank, 1), std::span<int>(members));
       for (int i = 0; i < group.size(); ++i) {
         mesh_coordinates expected = me;
         expected[axis] = i;
-        CHECK(members[static_cast<std::size_t>(i)] == shape.rank(expected));
+        expect(members[static_cast<std::size_t>(i)] == shape.rank(expected), "rank {}: member {} of the {} group", ctx.rank(),
+               i, axis_name(axis));
       }
     }
-  });
+  }));
 }
 
 TEST_CASE("gather, scatter and reduce-scatter put a split activation together and apart", "[tensor_parallel]") {
   constexpr std::size_t rows = 3, cols = 8;  // whole: [3, 8]; each of 4 ranks holds 2 columns
-  loopback::run(4, [&](loopback::context& ctx) {
+  CHECK_NOTHROW(loopback::run(4, [&](loopback::context& ctx) {
     auto& group = ctx.collectives();
+    const auto r = static_cast<std::size_t>(ctx.rank());
     std::vector<float> whole(rows * cols);
     std::iota(whole.begin(), whole.end(), 0.0f);
     std::vector<float> part(rows * 2), gathered(rows * cols);
     tensor_parallel::scatter_to_group::forward(group, whole, part, rows);
     for (std::size_t i = 0; i < rows; ++i)
-      for (std::size_t j = 0; j < 2; ++j) CHECK(part[i * 2 + j] == whole[i * cols + 2 * static_cast<std::size_t>(ctx.rank()) + j]);
+      for (std::size_t j = 0; j < 2; ++j)
+        expect(part[i * 2 + j] == whole[i * cols + 2 * r + j], "rank {}: scattered element ({}, {})", r, i, j);
     tensor_parallel::gather_from_group::forward(group, part, gathered, rows);
-    CHECK(gathered == whole);
+    expect(gathered == whole, "rank {}: gathered whole", r);
 
     std::vector<float> partial(whole), mine(6);  // every rank holds the same partial sum: the sum is 4x
     tensor_parallel::reduce_scatter_to_group::forward(group, partial, mine);
-    for (std::size_t i = 0; i < mine.size(); ++i) CHECK(mine[i] == 4.0f * whole[6 * static_cast<std::size_t>(ctx.rank()) + i]);
+    for (std::size_t i = 0; i < mine.size(); ++i) expect(mine[i] == 4.0f * whole[6 * r + i], "rank {}: reduce-scattered {}", r, i);
     std::vector<float> back(whole.size());
     tensor_parallel::reduce_scatter_to_group::backward(group, mine, back);
-    for (std::size_t i = 0; i < back.size(); ++i) CHECK(back[i] == 4.0f * whole[i]);
+    for (std::size_t i = 0; i < back.size(); ++i) expect(back[i] == 4.0f * whole[i], "rank {}: gathered back {}", r, i);
 
     std::vector<float> wrong(rows * 3);
-    CHECK_THROWS_WITH(tensor_parallel::gather_from_group::forward(group, part, wrong, rows), Catch::Contains("do not fill"));
-  });
+    expect(throws_saying([&] { tensor_parallel::gather_from_group::forward(group, part, wrong, rows); }, "do not fill"),
+           "rank {}: a wrong size is refused", r);
+  }));
 }
 
 TEST_CASE("the pipeline driver hands activations forward and their gradients back, in micro-batch order", "[pipeline]") {
   constexpr int stages = 3, micro = 5;
   for (bool one_f_one_b : {false, true})
-    loopback::run(stages, [&](loopback::context& ctx) {
+    CHECK_NOTHROW(loopback::run(stages, [&](loopback::context& ctx) {
       pipeline::driver pipe(ctx, {2, 2});
       std::vector<int> backwarded;
-      const pipeline::run_stats stats = [&] {
-        // Stage s adds s + 1 to each element; the last stage's output is the micro-batch
-        // number plus 1 + 2 + 3, and its gradient travels back unchanged.
-        auto forward = [&](int i, std::span<const float> in, std::span<float> out) {
-          const float x = pipe.first() ? static_cast<float>(i) : in[0];
-          CHECK((pipe.first() || in[1] == in[0]));
-          if (pipe.last()) CHECK(x + static_cast<float>(stages) == static_cast<float>(i + 6));
-          else std::fill(out.begin(), out.end(), x + static_cast<float>(pipe.stage() + 1));
-        };
-        auto backward = [&](int i, std::span<const float> out_grad, std::span<float> in_grad) {
-          const float g = pipe.last() ? static_cast<float>(-i) : out_grad[0];
-          CHECK(g == static_cast<float>(-i));
-          std::fill(in_grad.begin(), in_grad.end(), g);
-          backwarded.push_back(i);
-        };
-        return one_f_one_b ? pipe.run(pipeline::one_f_one_b{}, micro, forward, backward)
-                           : pipe.run(pipeline::gpipe{}, micro, forward, backward);
-      }();
-      CHECK(backwarded == std::vector<int>{0, 1, 2, 3, 4});
-      CHECK(stats.max_in_flight == (one_f_one_b ? stages - pipe.stage() : micro));
-      CHECK(stats.seconds >= stats.compute_seconds);
-    });
-  loopback::run(2, [](loopback::context& ctx) {
-    CHECK_THROWS_WITH(pipeline::driver(ctx, {}), Catch::Contains("0 activation sizes for 2 stages"));
-  });
+      // Stage s adds s + 1 to each element; the last stage's input is the micro-batch
+      // number plus 1 + 2, and its gradient travels back unchanged.
+      auto forward = [&](int i, std::span<const float> in, std::span<float> out) {
+        const float x = pipe.first() ? static_cast<float>(i) : in[0];
+        expect(pipe.first() || in[1] == in[0], "stage {}: a whole activation", pipe.stage());
+        if (pipe.last()) expect(x == static_cast<float>(i + 3), "stage {}: micro-batch {} arrives as {}", pipe.stage(), i, x);
+        else std::fill(out.begin(), out.end(), x + static_cast<float>(pipe.stage() + 1));
+      };
+      auto backward = [&](int i, std::span<const float> out_grad, std::span<float> in_grad) {
+        const float g = pipe.last() ? static_cast<float>(-i) : out_grad[0];
+        expect(g == static_cast<float>(-i), "stage {}: micro-batch {}'s gradient", pipe.stage(), i);
+        std::fill(in_grad.begin(), in_grad.end(), g);
+        backwarded.push_back(i);
+      };
+      const pipeline::run_stats stats = one_f_one_b ? pipe.run(pipeline::one_f_one_b{}, micro, forward, backward)
+                                                    : pipe.run(pipeline::gpipe{}, micro, forward, backward);
+      expect(backwarded == std::vector<int>{0, 1, 2, 3, 4}, "stage {}: backward in micro-batch order", pipe.stage());
+      const int bound = one_f_one_b ? stages - pipe.stage() : micro;
+      expect(stats.max_in_flight == bound, "stage {}: {} in flight, not {}", pipe.stage(), stats.max_in_flight, bound);
+      expect(stats.seconds >= stats.compute_seconds, "stage {}: compute within the run", pipe.stage());
+    }));
+  CHECK_NOTHROW(loopback::run(2, [](loopback::context& ctx) {
+    expect(throws_saying([&] { pipeline::driver(ctx, {}); }, "0 activation sizes for 2 stages"), "a missing boundary is refused");
+  }));
   // Forward only (an evaluation): each micro-batch passes every stage once, in order.
-  loopback::run(stages, [&](loopback::context& ctx) {
+  CHECK_NOTHROW(loopback::run(stages, [&](loopback::context& ctx) {
     pipeline::driver pipe(ctx, {1, 1});
     std::vector<int> seen;
     pipe.run_forward(micro, [&](int i, std::span<const float> in, std::span<float> out) {
       const float x = pipe.first() ? static_cast<float>(10 * i) : in[0] + 1.0f;
       if (!pipe.last()) out[0] = x;
-      else CHECK(x == static_cast<float>(10 * i + stages - 1));
+      else expect(x == static_cast<float>(10 * i + stages - 1), "micro-batch {} reaches the last stage as {}", i, x);
       seen.push_back(i);
     });
-    CHECK(seen == std::vector<int>{0, 1, 2, 3, 4});
-  });
+    expect(seen == std::vector<int>{0, 1, 2, 3, 4}, "stage {}: forwards in order", pipe.stage());
+  }));
 }
 
 TEST_CASE("the block MLP trained on a mesh ends where one rank's training ends", "[mesh][pipeline][tensor_parallel]") {
@@ -113,13 +133,14 @@ TEST_CASE("the block MLP trained on a mesh ends where one rank's training ends",
   for (const auto& [text, schedule] : {std::pair{"dp=2,tp=2", "1f1b"}, std::pair{"tp=2,pp=2", "1f1b"},
                                        std::pair{"dp=2,pp=2", "gpipe"}, std::pair{"pp=4", "1f1b"}}) {
     CAPTURE(text, schedule);
-    loopback::run(4, [&](loopback::context& ctx) {
+    CHECK_NOTHROW(loopback::run(4, [&](loopback::context& ctx) {
       mesh grid(ctx, parse_mesh(text, ctx.size()));
       const testing::trained run = testing::train(grid, config, {.schedule = schedule, .updates = 5});
       group_context<loopback::context> alone(ctx, ctx.rank(), 0);
       mesh one(alone, mesh_shape{});
       const testing::trained reference = testing::train(one, config, {.schedule = schedule, .updates = 5});
-      CHECK(testing::largest_difference(run.tensors, reference.tensors) < 1e-5);
-    });
+      const double difference = testing::largest_difference(run.tensors, reference.tensors);
+      expect(difference < 1e-5, "rank {}: {} relative from one rank's", ctx.rank(), difference);
+    }));
   }
 }
