@@ -193,14 +193,25 @@ std::vector<vit::parameter> train(strata::mpi::context& world, strata::mesh<Cont
     }
   }
   const int epochs = updates > 0 ? 1 : o.epochs;
+  std::size_t steps = train_set.size() / batch;  // per epoch
+  if (updates > 0) steps = static_cast<std::size_t>(updates);
+  else if (o.max_steps > 0) steps = std::min(steps, static_cast<std::size_t>(o.max_steps));
+  // The learning rate rises linearly over the first epoch's updates (at most 200), then
+  // falls along a cosine to 1% of --lr at the last update.
+  const double total = static_cast<double>(steps) * epochs, warm_up = std::min(200.0, static_cast<double>(steps));
+  auto learning_rate = [&](double update) {
+    if (update < warm_up) return o.lr * static_cast<float>((update + 1) / warm_up);
+    const double done = (update - warm_up) / std::max(1.0, total - warm_up);
+    return o.lr * static_cast<float>(0.01 + 0.99 * 0.5 * (1.0 + std::cos(3.14159265358979 * done)));
+  };
   for (int epoch = first_epoch; epoch <= epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
     const std::vector<std::size_t> order = shuffled(train_set.size(), o.seed, epoch);
-    std::size_t steps = order.size() / batch;
-    if (updates > 0) steps = static_cast<std::size_t>(updates);
-    else if (o.max_steps > 0) steps = std::min(steps, static_cast<std::size_t>(o.max_steps));
     double loss = 0.0;
-    for (std::size_t s = 0; s < steps; ++s) loss += t.update(train_set, std::span(order).subspan(s * batch, batch));
+    for (std::size_t s = 0; s < steps; ++s) {
+      t.executor().optimizer().lr = learning_rate(static_cast<double>(t.executor().updates()));
+      loss += t.update(train_set, std::span(order).subspan(s * batch, batch));
+    }
     if (updates > 0) break;
     // Each data replica evaluates its share of the test set.
     const std::size_t share = (test_set.size() + static_cast<std::size_t>(grid.shape().dp) - 1) / static_cast<std::size_t>(grid.shape().dp);
