@@ -9,7 +9,7 @@
 //
 //   strata::mpi::context ctx(argc, argv);
 //   strata::mesh mesh(ctx, strata::parse_mesh("dp=2,tp=2,pp=1", ctx.size()));
-//   auto exec = make_executor(mesh.data(), model, optimizer);   // all-reduces over dp only
+//   auto exec = make_executor(mesh, model, optimizer);  // averages over dp; checkpoints hold the whole model
 //
 // Ranks are laid out tensor fastest, then data, then pipeline (Megatron-LM's order): the
 // ranks of a tensor group are neighbours, so on real machines they share a node and its
