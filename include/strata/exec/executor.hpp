@@ -13,7 +13,6 @@
 #include <cmath>
 #include <iterator>
 #include <future>
-#include <cstdio>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -503,10 +502,7 @@ class executor<Context, model<Strategies...>, O> {
         fmt::format("strata ({}): no progress for {:.1f} s: {}; {}. Raise executor_options::timeout or "
                     "STRATA_TIMEOUT_SECONDS if the ranks are only slow",
                     ranks_named(std::array{control.rank()}), options_.timeout.count(), stalled, who);
-    std::fputs((message + "\n").c_str(), stderr);
-    std::fflush(stderr);
-    context_->abort();
-    throw timeout_error(message);
+    abort_after_deadline(*context_, message);
   }
 
   /// "rank 2", "ranks 1, 3"; in a mesh's group, each rank's world rank and coordinates.

@@ -3,7 +3,9 @@
 // bounds (the executor's steps, the pipeline driver's messages), and one setting,
 // STRATA_TIMEOUT_SECONDS.
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -36,6 +38,17 @@ inline std::chrono::duration<double> default_timeout() {
     return checked_timeout(seconds, fmt::format("STRATA_TIMEOUT_SECONDS=\"{}\"", detail::excerpt(text)));
   }
   return std::chrono::duration<double>(300.0);
+}
+
+/// Gives up after a deadline: says `message` on standard error (where a launcher's log
+/// keeps it), ends the job through `context` so that no rank is left waiting (with MPI,
+/// mpirun exits non-zero), and throws timeout_error for a context whose abort returns.
+template <class Context>
+[[noreturn]] void abort_after_deadline(Context& context, const std::string& message) {
+  std::fputs((message + "\n").c_str(), stderr);
+  std::fflush(stderr);
+  context.abort();
+  throw timeout_error(message);
 }
 
 }  // namespace strata

@@ -24,11 +24,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <deque>
 #include <functional>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <span>
 #include <string_view>
@@ -38,6 +36,7 @@
 #include <fmt/format.h>
 
 #include "strata/comm/communicator.hpp"
+#include "strata/detail/backoff.hpp"
 #include "strata/error.hpp"
 #include "strata/exec/timeout.hpp"
 #include "strata/parallel/mesh.hpp"
@@ -53,12 +52,8 @@ struct work {
   friend bool operator==(const work&, const work&) = default;
 };
 
-struct gpipe {
-  static constexpr std::string_view name = "GPipe";
-};
-struct one_f_one_b {
-  static constexpr std::string_view name = "1F1B";
-};
+struct gpipe {};
+struct one_f_one_b {};
 
 namespace detail {
 inline void require_shape(int stages, int stage, int micro_batches) {
@@ -160,18 +155,11 @@ class driver {
   /// that does not come within the timeout ends the job, naming the stage it waited for.
   template <class Schedule, StageFunction Forward, StageFunction Backward>
   run_stats run(Schedule schedule, int micro_batches, Forward&& forward, Backward&& backward) {
-    using clock = std::chrono::steady_clock;
-    const auto start = clock::now();
+    const auto start = std::chrono::steady_clock::now();
     run_stats stats;
     std::vector<buffer> inputs(static_cast<std::size_t>(micro_batches));  // held from forward to backward
     int in_flight = 0;
-    const std::size_t in_size = first() ? 0 : boundaries_[static_cast<std::size_t>(stage() - 1)];
-    const std::size_t out_size = last() ? 0 : boundaries_[static_cast<std::size_t>(stage())];
-    auto timed = [&](auto&& f) {
-      const auto t = clock::now();
-      f();
-      stats.compute_seconds += std::chrono::duration<double>(clock::now() - t).count();
-    };
+    const std::size_t in_size = input_size(), out_size = output_size();
     ++runs_;
     for (const work& w : order(schedule, stages(), stage(), micro_batches)) {
       buffer& input = inputs[static_cast<std::size_t>(w.micro_batch)];
@@ -179,14 +167,14 @@ class driver {
         input = make_buffer(in_size);
         if (!first()) receive(input, stage() - 1, forward_tag, w);
         buffer& output = outgoing(out_size);
-        timed([&] { forward(w.micro_batch, const_view(input), view(output)); });
+        timed(stats, [&] { forward(w.micro_batch, const_view(input), view(output)); });
         if (!last()) send(output, stage() + 1, forward_tag);
         stats.max_in_flight = std::max(stats.max_in_flight, ++in_flight);
       } else {
         buffer output_grad = make_buffer(out_size);
         if (!last()) receive(output_grad, stage() + 1, backward_tag, w);
         buffer& input_grad = outgoing(in_size);
-        timed([&] { backward(w.micro_batch, const_view(output_grad), view(input_grad)); });
+        timed(stats, [&] { backward(w.micro_batch, const_view(output_grad), view(input_grad)); });
         if (!first()) send(input_grad, stage() - 1, backward_tag);
         input = make_buffer(0);  // the activation is no longer needed
         --in_flight;
@@ -204,13 +192,11 @@ class driver {
     const auto start = std::chrono::steady_clock::now();
     run_stats stats;
     ++runs_;
-    buffer input = make_buffer(first() ? 0 : boundaries_[static_cast<std::size_t>(stage() - 1)]);
+    buffer input = make_buffer(input_size());
     for (int i = 0; i < micro_batches; ++i) {
       if (!first()) receive(input, stage() - 1, forward_tag, {pass::forward, i});
-      buffer& output = outgoing(last() ? 0 : boundaries_[static_cast<std::size_t>(stage())]);
-      const auto t = std::chrono::steady_clock::now();
-      forward(i, const_view(input), view(output));
-      stats.compute_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+      buffer& output = outgoing(output_size());
+      timed(stats, [&] { forward(i, const_view(input), view(output)); });
       if (!last()) send(output, stage() + 1, forward_tag);
     }
     return finish(stats, start);
@@ -222,6 +208,18 @@ class driver {
   static constexpr int forward_tag = 0x5046, backward_tag = 0x5042;
 
   comm_type& comm() const { return group_->collectives(); }
+
+  /// Elements of one micro-batch's activation this stage receives, and sends (0 at the ends).
+  std::size_t input_size() const { return first() ? 0 : boundaries_[static_cast<std::size_t>(stage() - 1)]; }
+  std::size_t output_size() const { return last() ? 0 : boundaries_[static_cast<std::size_t>(stage())]; }
+
+  /// Runs `f`, one of the user's callbacks, adding its time to stats.compute_seconds.
+  template <class F>
+  static void timed(run_stats& stats, F&& f) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    stats.compute_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
 
   /// A message buffer in the memory the backend's buffers live in: host memory, or the
   /// backend's device memory (nccl), which the user's callbacks then see as spans of it.
@@ -249,11 +247,8 @@ class driver {
     if constexpr (Probing<comm_type>) {
       const auto deadline = std::chrono::steady_clock::now() +
                             std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
-      for (unsigned polls = 0; !comm().iprobe(from, tag); ++polls) {
+      for (strata::detail::backoff idle; !comm().iprobe(from, tag); idle.pause())
         if (std::chrono::steady_clock::now() > deadline) give_up(from, w);
-        // Spin briefly (a neighbour's message is usually close), then let the core go.
-        if (polls > 64) std::this_thread::sleep_for(std::chrono::microseconds(polls > 1024 ? 200 : 20));
-      }
     }
     auto request = comm().irecv(view(into), from, tag);
     comm().wait(request);
@@ -266,10 +261,7 @@ class driver {
         "STRATA_TIMEOUT_SECONDS if the stages are only slow",
         options_.describe(stage()), options_.timeout.count(), runs_, w.kind == pass::forward ? "forward" : "backward",
         w.micro_batch, w.kind == pass::forward ? "the activation" : "the gradient", options_.describe(from));
-    std::fputs((message + "\n").c_str(), stderr);
-    std::fflush(stderr);
-    group_->abort();
-    throw timeout_error(message);
+    abort_after_deadline(*group_, message);
   }
 
   /// A buffer for a message to send, alive until the run's end: a stage does not wait for

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "strata/comm/communicator.hpp"
+#include "strata/cuda/buffer.cuh"
 #include "strata/error.hpp"
 
 namespace strata::nccl {
@@ -334,31 +335,7 @@ class communicator {
 
   /// `n` floats of this communicator's GPU, allocated and freed in order on its stream: a
   /// buffer for data strata stages itself (the pipeline driver's messages).
-  struct device_floats {
-    device_floats() = default;
-    device_floats(std::size_t n, cudaStream_t stream, int rank) : size_(n), stream_(stream) {
-      if (n != 0)
-        detail::check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&data_), n * sizeof(float), stream), "cudaMallocAsync",
-                           rank);
-    }
-    device_floats(device_floats&& o) noexcept
-        : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), stream_(o.stream_) {}
-    device_floats& operator=(device_floats&& o) noexcept {
-      std::swap(data_, o.data_), std::swap(size_, o.size_), std::swap(stream_, o.stream_);
-      return *this;
-    }
-    ~device_floats() {
-      if (data_) static_cast<void>(cudaFreeAsync(data_, stream_));  // a failure here shows at the next checked call
-    }
-    float* data() const { return data_; }
-    std::size_t size() const { return size_; }
-
-   private:
-    float* data_ = nullptr;
-    std::size_t size_ = 0;
-    cudaStream_t stream_ = nullptr;
-  };
-  device_floats allocate(std::size_t n) { return device_floats(n, stream(), rank()); }
+  cuda::device_buffer<float> allocate(std::size_t n) const { return cuda::device_buffer<float>(n, stream()); }
 
   /// Orders this communicator's later operations after the work queued so far on
   /// `producer` (a stream of the same device), without blocking the host.

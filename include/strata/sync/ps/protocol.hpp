@@ -21,8 +21,11 @@
 #include <vector>
 
 #include "strata/comm/communicator.hpp"
+#include "strata/detail/backoff.hpp"
 
 namespace strata::sync::ps {
+
+using strata::detail::backoff;
 
 /// snapshot: the shard's values and optimizer state once every worker's first `clock` pushes
 /// are applied (a checkpoint's consistent cut); restore: replace them and set every worker's
@@ -45,30 +48,6 @@ struct reply_header {
 };
 
 inline constexpr int request_tag = 0x5301, request_payload_tag = 0x5302, reply_tag = 0x5303, reply_payload_tag = 0x5304;
-
-/// Waits between probes: a short spell of yielding (an answer usually comes within
-/// microseconds), then sleeps that double from 20 us to 1 ms, so a long wait costs ~0% CPU.
-class backoff {
- public:
-  void pause() {
-    if (spins_ < spin_limit) {
-      ++spins_;
-      std::this_thread::yield();
-      return;
-    }
-    std::this_thread::sleep_for(delay_);
-    delay_ = std::min(delay_ * 2, std::chrono::microseconds(1000));
-  }
-  void reset() {
-    spins_ = 0;
-    delay_ = std::chrono::microseconds(20);
-  }
-
- private:
-  static constexpr int spin_limit = 200;
-  int spins_ = 0;
-  std::chrono::microseconds delay_{20};
-};
 
 template <class T>
 std::span<const std::byte> bytes_of(const T& value) {
