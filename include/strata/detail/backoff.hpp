@@ -11,6 +11,10 @@ namespace strata::detail {
 /// microseconds), then sleeps that double from 20 us to 1 ms, so a long wait costs ~0% CPU.
 class backoff {
  public:
+  /// `longest`: the longest sleep. A wait on the critical path (a pipeline stage's next
+  /// activation) takes a short one, since a message is late by at most that much.
+  explicit backoff(std::chrono::microseconds longest = std::chrono::microseconds(1000)) : longest_(longest) {}
+
   void pause() {
     if (spins_ < spin_limit) {
       ++spins_;
@@ -18,7 +22,7 @@ class backoff {
       return;
     }
     std::this_thread::sleep_for(delay_);
-    delay_ = std::min(delay_ * 2, std::chrono::microseconds(1000));
+    delay_ = std::min(delay_ * 2, longest_);
   }
   void reset() {
     spins_ = 0;
@@ -29,6 +33,7 @@ class backoff {
   static constexpr int spin_limit = 200;
   int spins_ = 0;
   std::chrono::microseconds delay_{20};
+  std::chrono::microseconds longest_;
 };
 
 }  // namespace strata::detail

@@ -247,7 +247,8 @@ class driver {
     if constexpr (Probing<comm_type>) {
       const auto deadline = std::chrono::steady_clock::now() +
                             std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
-      for (strata::detail::backoff idle; !comm().iprobe(from, tag); idle.pause())
+      // Waits between stages are short and on the critical path: sleep at most 50 us.
+      for (strata::detail::backoff idle(std::chrono::microseconds(50)); !comm().iprobe(from, tag); idle.pause())
         if (std::chrono::steady_clock::now() > deadline) give_up(from, w);
     }
     auto request = comm().irecv(view(into), from, tag);
