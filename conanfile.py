@@ -41,6 +41,7 @@ class StrataConan(ConanFile):
         # with) and ConanCenter's; see conan/profiles/debian for the Debian ones.
         self.requires("boost/[>=1.74 <2]")         # Boost.Hana
         self.requires("fmt/[>=9.1 <10]")            # tested with 9.1 only
+        self.requires("nlohmann_json/[>=3.11 <4]")  # timelines and calibration files (JSON)
         self.requires("openmpi/[>=4.1 <6]")         # MPI's C API: launcher and CPU transport
         self.requires("zlib/[>=1.2.11 <2]")         # CRC-32 of checkpoint files
 
@@ -77,7 +78,7 @@ class StrataConan(ConanFile):
 
         # Conan packages: Boost.Hana's headers, libfmt, MPI's C API (ConanCenter's openmpi names
         # its MPI::MPI_CXX component only with the deprecated C++ bindings), zlib.
-        self.cpp_info.requires = ["boost::headers", "fmt::fmt", "openmpi::ompi-c", "zlib::zlib"]
+        self.cpp_info.requires = ["boost::headers", "fmt::fmt", "nlohmann_json::nlohmann_json", "openmpi::ompi-c", "zlib::zlib"]
 
         # A dependency that the profile's [platform_requires] takes from the system is in the
         # graph, with no package and an empty cpp_info: CMakeDeps writes no config file for it,
@@ -88,6 +89,7 @@ class StrataConan(ConanFile):
         # strataConfig.cmake does: CMakeDeps' cmake_extra_dependencies (find_dependency()
         # calls) and cmake_extra_interface_libs (targets linked) properties.
         system_cmake = {"boost": ("Boost", "Boost::headers"), "fmt": ("fmt", "fmt::fmt"),
+                        "nlohmann_json": ("nlohmann_json", "nlohmann_json::nlohmann_json"),
                         "openmpi": ("MPI", "MPI::MPI_CXX"), "zlib": ("ZLIB", "ZLIB::ZLIB")}
         conan_packages = self.dependencies.filter({"build": False, "direct": True})  # platform ones left out
         from_system = [system_cmake[name] for name in system_cmake if name not in conan_packages]

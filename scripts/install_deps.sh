@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(
   g++ cmake ninja-build pkg-config
-  libboost-dev libfmt-dev librange-v3-dev catch2 libcli11-dev
+  libboost-dev libfmt-dev nlohmann-json3-dev librange-v3-dev catch2 libcli11-dev
   openmpi-bin libopenmpi-dev
   zlib1g-dev libopenblas-dev
   dataset-fashion-mnist

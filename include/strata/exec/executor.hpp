@@ -38,6 +38,7 @@
 #include "strata/optim/optimizer.hpp"
 #include "strata/parallel/mesh.hpp"
 #include "strata/sync/stats.hpp"
+#include "strata/trace/timeline.hpp"
 
 namespace strata {
 
@@ -192,14 +193,21 @@ class executor<Context, model<Strategies...>, O> {
     const auto start = std::chrono::steady_clock::now();
     steps_.require_all_ready();
     const micro_step m = steps_.phase(updates_);
+    const trace::span traced("step", "step", 0, [&] {
+      return m.last ? fmt::format("update {}", updates_ + 1) : fmt::format("update {}, accumulating", updates_ + 1);
+    });
     if (m.last && step_is_collective) announce();
     std::apply([&](auto&... s) { (s.flush(m), ...); }, *synchronizers_);
     step_stats stats;
     std::optional<std::string> nonfinite;
     const auto deadline = deadline_from_now();
     try {
-      std::apply([&](auto&... s) { ((static_cast<sync_stats&>(stats) += s.wait(m, nonfinite, deadline)), ...); },
-                 *synchronizers_);
+      std::size_t k = 0;
+      std::apply(
+          [&](auto&... s) {
+            ((static_cast<sync_stats&>(stats) += traced_wait(k++, [&] { return s.wait(m, nonfinite, deadline); })), ...);
+          },
+          *synchronizers_);
     } catch (const sync::stalled& stall) {
       give_up(fmt::format("update {}, in {}", updates_ + 1, stall.what()), stall.waited_for);
     }
@@ -217,6 +225,7 @@ class executor<Context, model<Strategies...>, O> {
     } else if (m.last) {
       hyper_parameters_.check(optimizer_, updates_ + 1);  // a schedule may have changed them
       ++updates_;
+      const trace::span update("update", "optimizer");
       std::apply([&](auto&... s) { (s.update(optimizer_, updates_), ...); }, *synchronizers_);
       stats.updated = true;
     }
@@ -285,6 +294,7 @@ class executor<Context, model<Strategies...>, O> {
   void save_checkpoint(const ckpt::store& store, const ckpt::metadata& meta = {}) {
     steps_.require_between_updates("save_checkpoint");
     const ckpt::state_set tensors = state();
+    const trace::span traced("checkpoint", "checkpoint", 0, [&] { return store.folder_of(updates_).string(); });
     const std::string nonfinite = first_nonfinite(tensors);
     within_deadline(fmt::format("saving checkpoint {}", store.folder_of(updates_).string()), [&] {
       // A diverged model is not saved: resuming from it would only diverge again.
@@ -361,6 +371,14 @@ class executor<Context, model<Strategies...>, O> {
         if constexpr (requires { s.refresh(deadline); }) s.refresh(deadline);
       });
     });
+  }
+
+  /// Synchronizer k's wait(), as a timeline span that says what it waits for.
+  template <class Wait>
+  static sync_stats traced_wait(std::size_t k, Wait&& wait) {
+    static const std::array<std::string, sizeof...(Strategies)> strategies = {strategy_name<Strategies>()...};
+    const trace::span traced("wait", "wait", 0, [&] { return "for the synchronization of " + strategies[k]; });
+    return wait();
   }
 
   /// The ranks that save and restore checkpoints together: the world, on a mesh.

@@ -12,6 +12,7 @@
 
 #include "strata/detail/text.hpp"
 #include "strata/error.hpp"
+#include "strata/trace/timeline.hpp"
 
 namespace strata {
 
@@ -47,6 +48,7 @@ template <class Context>
 [[noreturn]] void abort_after_deadline(Context& context, const std::string& message) {
   std::fputs((message + "\n").c_str(), stderr);
   std::fflush(stderr);
+  trace::write_or_warn();  // the timeline up to the stall: what each rank was waiting for
   context.abort();
   throw timeout_error(message);
 }

@@ -9,6 +9,8 @@
 #include <mutex>
 #include <thread>
 
+#include "strata/trace/timeline.hpp"
+
 namespace strata::sync {
 
 class comm_thread {
@@ -38,6 +40,7 @@ class comm_thread {
 
  private:
   void run(std::stop_token stop) {
+    trace::name_thread("communication");
     // A finished job is released only once the lock is taken again: its shared state may
     // hold the exception the submitter is still handling, and the lock orders that handling
     // (the submitter's next submit, or the destructor) before the release, which the

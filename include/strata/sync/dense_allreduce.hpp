@@ -35,6 +35,7 @@
 #include "strata/sync/resources.hpp"
 #include "strata/sync/span_list.hpp"
 #include "strata/sync/stats.hpp"
+#include "strata/trace/timeline.hpp"
 
 namespace strata::sync {
 
@@ -220,6 +221,13 @@ class dense_allreduce_synchronizer {
     std::size_t bucket = 0, offset = 0;  // element offset within the bucket
   };
 
+  /// "bucket 2 of 5 (4.0 MiB, variables ...) under Strategy<...>", for the timeline.
+  std::string describe_bucket(std::size_t i) const {
+    return fmt::format("bucket {} of {} ({:.2f} MiB; {}) under {}", i + 1, buckets_.size(),
+                       static_cast<double>(buckets_[i].grads.size() * sizeof(float)) / (1 << 20), describe(buckets_[i]),
+                       strategy_name<S>());
+  }
+
   /// The first variables of a bucket, for messages.
   static std::string describe(const bucket& b) {
     std::string names;
@@ -277,9 +285,12 @@ class dense_allreduce_synchronizer {
     const float scale = 1.0f / static_cast<float>(comm_->size() * m.micro_batches);
     order_.start_ready([&](std::size_t i) {
       bucket& b = buckets_[i];
-      b.done = thread_->submit([this, &b, scale, update = m.update] {
+      trace::instant("launch", "collective", [&] { return describe_bucket(i); });
+      b.done = thread_->submit([this, &b, i, scale, update = m.update] {
         const auto start = std::chrono::steady_clock::now();
+        trace::span traced("all-reduce", "collective", 0, [&] { return describe_bucket(i); });
         b.result = (*b.reduce)(*comm_, bucket_view{b.grads, b.items, update}, scale);
+        traced.add_bytes(b.result.bytes_sent);
         b.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       });
     });

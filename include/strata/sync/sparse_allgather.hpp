@@ -32,6 +32,7 @@
 #include "strata/sync/resources.hpp"
 #include "strata/sync/sparse_rows.hpp"
 #include "strata/sync/stats.hpp"
+#include "strata/trace/timeline.hpp"
 
 namespace strata::sync {
 
@@ -66,7 +67,9 @@ class sparse_allgather_synchronizer {
     const auto start = std::chrono::steady_clock::now();
     std::future<void> done = thread_->submit([this, m] {
       const auto started = std::chrono::steady_clock::now();
+      trace::span traced("all-gather rows", "collective", 0, [&] { return fmt::format("{} under {}", names(), strategy_name<S>()); });
       for (std::size_t k = 0; k < tables_.size(); ++k) exchange(k, m);
+      for (const table& t : tables_) traced.add_bytes(t.bytes_sent);
       exchange_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     });
     if (done.wait_until(deadline) == std::future_status::timeout)

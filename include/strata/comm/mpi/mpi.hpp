@@ -32,6 +32,7 @@
 
 #include "strata/comm/communicator.hpp"
 #include "strata/error.hpp"
+#include "strata/trace/timeline.hpp"
 
 namespace strata::mpi {
 
@@ -222,6 +223,7 @@ class context {
   /// Finalizes MPI, unless an MPI call failed: then the job is ended with MPI_Abort (exit
   /// status 1) instead, since finalizing after a failed collective can crash.
   ~context() {
+    if (writes_timeline_) trace::write_or_warn();
     if (owns_mpi_ && failed_call()) {
       std::fflush(stdout);
       std::fflush(stderr);
@@ -275,6 +277,12 @@ class context {
     world_.emplace(dup(MPI_COMM_WORLD), node_color);  // control
     collectives_.emplace(dup(MPI_COMM_WORLD), node_color);
     parameter_server_.emplace(dup(MPI_COMM_WORLD), node_color);
+    if (trace::timeline::requested()) {
+      world_->barrier();  // every rank's time 0 at once, so that the tracks line up
+      trace::timeline::instance().start_from_environment(rank(), size());
+      trace::name_thread("training");
+      writes_timeline_ = true;
+    }
   }
 
   // The machine's first rank names it: a color every communicator's split can use.
@@ -295,6 +303,7 @@ class context {
   }
 
   bool owns_mpi_ = false;
+  bool writes_timeline_ = false;  // this context started STRATA_TIMELINE's recording
   std::vector<MPI_Comm> owned_;
   std::optional<communicator> world_, collectives_, parameter_server_;
   int local_rank_ = 0;

@@ -24,6 +24,7 @@
 #include "strata/error.hpp"
 #include "strata/sync/ps/plan.hpp"
 #include "strata/sync/ps/protocol.hpp"
+#include "strata/trace/timeline.hpp"
 
 namespace strata::sync::ps {
 
@@ -146,6 +147,10 @@ class client {
   /// throws no_reply naming the servers still silent, or usage_error with a server's
   /// rejection. Completes the sends too.
   void complete(std::chrono::steady_clock::time_point deadline) {
+    const trace::span traced("wait", "wait", 0, [&] {
+      return fmt::format("for the parameter server on rank{} {} to answer", hosts_owing().size() > 1 ? "s" : "",
+                         fmt::join(hosts_owing(), ", "));
+    });
     backoff idle;
     while (!expected_.empty()) {
       bool received = false;
@@ -190,6 +195,18 @@ class client {
 
   static std::uint32_t u32(std::size_t x) { return static_cast<std::uint32_t>(x); }
 
+  static const char* request_name(op kind) {
+    switch (kind) {
+      case op::push_dense:
+      case op::push_sparse: return "push";
+      case op::pull_dense:
+      case op::pull_sparse: return "pull";
+      case op::snapshot: return "snapshot";
+      case op::restore: return "restore";
+      default: return "done";
+    }
+  }
+
   std::vector<std::byte>& payload_buffer(const O& optimizer, std::size_t bytes) {
     // Buffers are reused from update to update: allocating megabytes each time costs more
     // in page faults than sending them.
@@ -202,6 +219,10 @@ class client {
 
   void send(int host, request_header header, std::span<const std::byte> payload) {
     header.payload_bytes = payload.size();
+    const trace::span traced(request_name(header.kind), "ps", payload.size(), [&] {
+      return fmt::format("\"{}\" shard {} on rank {}, clock {}", plan_->variables[header.variable].binding.name, header.shard,
+                         host, header.clock);
+    });
     outbox_.send(*comm_, host, request_tag, request_payload_tag, header, payload);
   }
 
@@ -230,6 +251,7 @@ class client {
   void take_reply(int host) {
     reply_header header;
     receive(*comm_, host, reply_tag, std::as_writable_bytes(std::span<reply_header>(&header, 1)));
+    const trace::span traced("reply", "ps", header.payload_bytes, [&] { return fmt::format("from rank {}", host); });
     std::vector<std::byte>& payload = reply_;
     payload.resize(header.payload_bytes);
     if (!payload.empty()) receive(*comm_, host, reply_payload_tag, payload);

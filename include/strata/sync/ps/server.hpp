@@ -39,6 +39,7 @@
 #include "strata/optim/optimizer.hpp"
 #include "strata/sync/ps/plan.hpp"
 #include "strata/sync/ps/protocol.hpp"
+#include "strata/trace/timeline.hpp"
 #include "strata/sync/stats.hpp"
 
 namespace strata::sync::ps {
@@ -79,6 +80,7 @@ class server {
 
   void start() {
     thread_ = std::thread([this] {
+      trace::name_thread("parameter server");
       try {
         run();
       } catch (const std::exception& e) {
@@ -230,6 +232,10 @@ class server {
                                                                                 consistency_kind::bsp)
       throw usage_error(fmt::format("push of clock {} after {} pushes", header.clock, shard.applied[worker]));
     const std::span<const float> grad(reinterpret_cast<const float*>(payload.data()), expected);
+    const trace::span traced("apply", "ps", payload.size(), [&] {
+      return fmt::format("\"{}\" shard {}: rank {}'s push of clock {}", shard.variable->binding.name, shard_index(shard), worker,
+                         header.clock);
+    });
     const float share = 1.0f / static_cast<float>(comm_->size());
 
     if (shard.variable->strategy.consistency == consistency_kind::bsp) {
@@ -316,8 +322,15 @@ class server {
       const auto rows = rows_in(shard, header, payload);
       p.rows.assign(rows.begin(), rows.end());
     }
-    if (admissible(shard, p)) answer(shard, p);
-    else shard.parked.push_back(std::move(p));
+    if (admissible(shard, p)) {
+      answer(shard, p);
+    } else {
+      trace::instant("park", "ps", [&] {
+        return fmt::format("\"{}\" shard {}: rank {}'s pull of clock {} waits for slower workers", shard.variable->binding.name,
+                           shard_index(shard), worker, header.clock);
+      });
+      shard.parked.push_back(std::move(p));
+    }
   }
 
   /// Replaces the shard's values and optimizer state (a checkpoint restored) and sets every
@@ -366,6 +379,9 @@ class server {
     const std::size_t values = p.snapshot ? shard.values.size() * (1 + state.size())
                                : p.rows.empty() ? shard.values.size()
                                                 : p.rows.size() * width;
+    const trace::span traced("answer", "ps", values * sizeof(float), [&] {
+      return fmt::format("\"{}\" shard {} to rank {}, clock {}", shard.variable->binding.name, shard_index(shard), p.worker, p.clock);
+    });
     std::vector<std::byte> payload = take_buffer(shard.applied.size() * sizeof(std::uint64_t) + values * sizeof(float));
     std::memcpy(payload.data(), shard.applied.data(), shard.applied.size() * sizeof(std::uint64_t));
     float* out = reinterpret_cast<float*>(payload.data() + shard.applied.size() * sizeof(std::uint64_t));
