@@ -48,6 +48,16 @@ struct plan {
   std::vector<std::size_t> bytes_per_rank;  // values each rank's server holds (optimizer state not counted)
 };
 
+/// The rank the next shard goes to: the one holding the fewest bytes so far (ties: the
+/// lower rank), or rank 0 for the first server.
+inline std::size_t next_server(std::span<const std::size_t> bytes_per_rank, server_assignment servers) {
+  std::size_t host = 0;
+  if (servers == server_assignment::least_loaded)
+    for (std::size_t r = 1; r < bytes_per_rank.size(); ++r)
+      if (bytes_per_rank[r] < bytes_per_rank[host]) host = r;
+  return host;
+}
+
 /// The plan of every PS variable among `variables` (the model's, in order) over `ranks`.
 inline plan make_plan(std::span<const variable_binding> variables, int ranks,
                       server_assignment servers = server_assignment::least_loaded) {
@@ -71,10 +81,7 @@ inline plan make_plan(std::span<const variable_binding> variables, int ranks,
         s.first_row = part.blocks.front().offset / v.row_elements;
         s.rows = s.elements / v.row_elements;
       }
-      std::size_t host = 0;
-      if (servers == server_assignment::least_loaded)
-        for (std::size_t r = 1; r < p.bytes_per_rank.size(); ++r)
-          if (p.bytes_per_rank[r] < p.bytes_per_rank[host]) host = r;
+      const std::size_t host = next_server(p.bytes_per_rank, servers);
       s.host = static_cast<int>(host);
       p.bytes_per_rank[host] += s.elements * sizeof(float);
     }

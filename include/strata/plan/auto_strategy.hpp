@@ -1,0 +1,197 @@
+#pragma once
+// Automatic strategies: for every variable, the candidate strategies its gradient form
+// allows, and a plan that the cost model predicts fastest. The search starts from the best
+// plan that gives every variable of a gradient form one strategy (what a builder does), then
+// moves one variable at a time to another candidate while the predicted step gets faster,
+// so that a plan can mix: the large tensors on one algorithm, the small ones fused on
+// another, a sparse table on parameter-server shards. The result says, per variable, what
+// was chosen and what it beat by how much, and lists the uniform plans as runner-ups.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "strata/plan/cost_model.hpp"
+#include "strata/strategy/canonical_string.hpp"
+
+namespace strata::plan {
+
+struct auto_options {
+  /// Offer Compress<FP16> and Compress<BF16> (16-bit gradients on the wire: lossy, though
+  /// training usually does not notice). TopK and PowerSGD are never chosen automatically.
+  bool allow_compression = true;
+  /// Offer the parameter server for dense variables.
+  bool allow_parameter_server = true;
+  int improvement_passes = 4;
+};
+
+/// The strategies the search may give `v` on `c`, as canonical strings.
+inline std::vector<std::string> candidates(const variable_profile& v, const cluster& c, const auto_options& o = {}) {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& text) { out.push_back(to_string(parse_strategy(text))); };
+  std::vector<int> shards = {1};
+  for (int k = 2; k <= c.ranks && static_cast<std::size_t>(k) <= v.rows(); k *= 2) shards.push_back(k);
+  if (v.sparse) {
+    add("Replicate,AllReduce<Ring>,SparseRows");
+    for (int k : shards) add(k == 1 ? "PS<1>,SparseRows" : fmt::format("PS<{}>,Partition<0>,SparseRows", k));
+    return out;
+  }
+  for (const char* algorithm : {"Ring", "Tree", "Hierarchical", "Native"}) {
+    add(fmt::format("Replicate,AllReduce<{}>", algorithm));
+    if (o.allow_compression)
+      for (const char* codec : {"FP16", "BF16"}) add(fmt::format("Replicate,AllReduce<{}>,Compress<{}>", algorithm, codec));
+  }
+  if (o.allow_parameter_server)
+    for (int k : shards) add(k == 1 ? "PS<1>" : fmt::format("PS<{}>,Partition<0>", k));
+  return out;
+}
+
+/// What the search chose for one variable, and what the next best choices would cost.
+struct variable_choice {
+  std::string strategy;
+  /// The predicted step if this variable alone took another strategy, best first.
+  std::vector<std::pair<std::string, double>> alternatives;
+};
+
+struct strategy_plan {
+  std::vector<std::string> strategies;  ///< one canonical string per variable
+  step_cost predicted;
+  std::vector<variable_choice> choices;
+  /// Plans giving every variable of a gradient form one strategy, predicted, best first.
+  std::vector<std::pair<std::string, double>> uniform;
+};
+
+namespace detail {
+
+inline std::vector<strategy_descriptor> descriptors_of(std::span<const std::string> strategies) {
+  std::vector<strategy_descriptor> out;
+  for (const std::string& s : strategies) out.push_back(parse_strategy(s));
+  return out;
+}
+
+}  // namespace detail
+
+/// The plan the cost model predicts fastest for `variables` (see the header comment).
+inline strategy_plan auto_strategy(std::span<const variable_profile> variables, const cost_model& model,
+                                   const auto_options& options = {}) {
+  if (variables.empty()) throw usage_error("auto_strategy: the model has no variables");
+  std::vector<std::vector<std::string>> offered;
+  std::vector<std::vector<strategy_descriptor>> offered_d;
+  for (const variable_profile& v : variables) {
+    offered.push_back(candidates(v, model.target(), options));
+    offered_d.push_back(detail::descriptors_of(offered.back()));
+  }
+
+  // Uniform plans: every dense variable on one candidate, every sparse one on another.
+  const auto first = [&](bool sparse) -> const variable_profile* {
+    const auto at = std::ranges::find(variables, sparse, &variable_profile::sparse);
+    return at == variables.end() ? nullptr : &*at;
+  };
+  const variable_profile* first_dense = first(false);
+  const variable_profile* first_sparse = first(true);
+  const std::vector<std::string> dense = first_dense ? candidates(*first_dense, model.target(), options) : std::vector<std::string>{""};
+  const std::vector<std::string> sparse = first_sparse ? candidates(*first_sparse, model.target(), options) : std::vector<std::string>{""};
+  strategy_plan best;
+  double best_s = INFINITY;
+  std::vector<strategy_descriptor> current(variables.size());
+  for (const std::string& d : dense)
+    for (const std::string& s : sparse) {
+      std::vector<std::string> uniform;
+      for (const variable_profile& v : variables) {
+        const std::string& text = v.sparse ? s : d;
+        // A candidate that this variable cannot take (more shards than rows) falls back to its first.
+        const auto& mine = offered[&v - variables.data()];
+        uniform.push_back(std::ranges::find(mine, text) != mine.end() ? text : mine.front());
+      }
+      const double seconds = model.predict(variables, uniform).total();
+      const std::string name = first_dense && first_sparse ? d + " + " + s : first_dense ? d : s;
+      best.uniform.emplace_back(name, seconds);
+      if (seconds < best_s) best_s = seconds, best.strategies = uniform;
+    }
+  std::ranges::stable_sort(best.uniform, {}, &std::pair<std::string, double>::second);
+
+  // Improvement: one variable at a time, to its best candidate given the others.
+  current = detail::descriptors_of(best.strategies);
+  std::vector<std::size_t> chosen(variables.size());
+  for (std::size_t i = 0; i < variables.size(); ++i)
+    chosen[i] = static_cast<std::size_t>(std::ranges::find(offered[i], best.strategies[i]) - offered[i].begin());
+  for (int pass = 0; pass < options.improvement_passes; ++pass) {
+    bool moved = false;
+    for (std::size_t i = 0; i < variables.size(); ++i)
+      for (std::size_t k = 0; k < offered[i].size(); ++k) {
+        if (k == chosen[i]) continue;
+        const strategy_descriptor kept = current[i];
+        current[i] = offered_d[i][k];
+        const double seconds = model.predict(variables, current).total();
+        if (seconds < best_s * (1 - 1e-9)) {
+          best_s = seconds;
+          chosen[i] = k;
+          moved = true;
+        } else {
+          current[i] = kept;
+        }
+      }
+    if (!moved) break;
+  }
+
+  // What each choice beat.
+  for (std::size_t i = 0; i < variables.size(); ++i) {
+    best.strategies[i] = offered[i][chosen[i]];
+    variable_choice choice{best.strategies[i], {}};
+    for (std::size_t k = 0; k < offered[i].size(); ++k) {
+      if (k == chosen[i]) continue;
+      const strategy_descriptor kept = current[i];
+      current[i] = offered_d[i][k];
+      choice.alternatives.emplace_back(offered[i][k], model.predict(variables, current).total());
+      current[i] = kept;
+    }
+    std::ranges::stable_sort(choice.alternatives, {}, &std::pair<std::string, double>::second);
+    best.choices.push_back(std::move(choice));
+  }
+  best.predicted = model.predict(variables, current);
+  return best;
+}
+
+/// The plan as a table for people: variables that got the same strategy and the same
+/// runner-up are one row; each row says what the choice beat and by how much.
+inline std::string describe(const strategy_plan& plan, std::span<const variable_profile> variables) {
+  const double step_ms = 1e3 * plan.predicted.total();
+  std::string out = fmt::format("predicted synchronization per step: {:.3f} ms (all-reduce {:.3f} ms, parameter server {:.3f} ms)\n",
+                                step_ms, 1e3 * plan.predicted.allreduce_s, 1e3 * plan.predicted.parameter_server_s);
+  out += fmt::format("  {:<34} {:>5} {:>10}  {:<40} {}\n", "variables", "count", "MiB", "strategy",
+                     "why: the step if these took the runner-up instead");
+  struct row {
+    std::string first, strategy, runner_up;
+    std::size_t count = 0;
+    double mib = 0, runner_up_ms = 0;
+  };
+  std::vector<row> rows;
+  for (std::size_t i = 0; i < variables.size(); ++i) {
+    const variable_choice& c = plan.choices[i];
+    const std::string runner_up = c.alternatives.empty() ? std::string("-") : c.alternatives.front().first;
+    if (rows.empty() || rows.back().strategy != c.strategy || rows.back().runner_up != runner_up)
+      rows.push_back({variables[i].name, c.strategy, runner_up, 0, 0.0, 0.0});
+    row& r = rows.back();
+    ++r.count;
+    r.mib += variables[i].bytes() / (1 << 20);
+    if (!c.alternatives.empty()) r.runner_up_ms = std::max(r.runner_up_ms, 1e3 * c.alternatives.front().second);
+  }
+  for (const row& r : rows)
+    out += fmt::format("  {:<34} {:>5} {:>10.3f}  {:<40} {}\n", r.count > 1 ? r.first + " ..." : r.first, r.count, r.mib,
+                       r.strategy,
+                       r.runner_up == "-" ? std::string("the only candidate")
+                                          : fmt::format("{} -> {:.3f} ms (+{:.3f})", r.runner_up, r.runner_up_ms,
+                                                        r.runner_up_ms - step_ms));
+  out += "  uniform plans (every variable of a gradient form on one strategy), predicted:\n";
+  for (std::size_t i = 0; i < plan.uniform.size() && i < 5; ++i)
+    out += fmt::format("    {:>9.3f} ms  {}\n", 1e3 * plan.uniform[i].second, plan.uniform[i].first);
+  return out;
+}
+
+}  // namespace strata::plan

@@ -1,0 +1,224 @@
+#pragma once
+// Calibration: measures, over the real backend and through the executor itself, what the
+// cost model needs (plan/calibration.hpp): the point-to-point latency and bandwidth within
+// a host and, on several hosts, across them; one variable's synchronization under each
+// all-reduce algorithm, under the parameter server (dense, and sparse rows) and under the
+// replicated sparse rows' all-gather, at several sizes, each fitted to a line; and the
+// 16-bit codecs' cast rate. Collective: every rank of the job calls it; a few seconds.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <ctime>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "strata/exec/executor.hpp"
+#include "strata/kernels/cast.hpp"
+#include "strata/model/model.hpp"
+#include "strata/numeric/float16.hpp"
+#include "strata/optim/sgd.hpp"
+#include "strata/plan/calibration.hpp"
+
+namespace strata::plan {
+
+struct calibrate_options {
+  int repeats = 15;  ///< timed steps per size (the median counts), after 2 untimed ones
+  std::vector<double> allreduce_bytes = {16 << 10, 256 << 10, 4 << 20, 16 << 20};
+  std::vector<double> parameter_server_bytes = {16 << 10, 256 << 10, 4 << 20};
+  std::vector<std::size_t> sparse_rows_touched = {64, 1024, 8192};  ///< of a 65536 x 64 table
+  /// Called with what is being measured (progress on long runs); may be empty.
+  std::function<void(const std::string&)> progress;
+};
+
+namespace detail {
+
+/// Median seconds of `repeats` calls of `f`, each between barriers of `control`.
+template <class Control, class F>
+double median_seconds(Control& control, int repeats, F&& f) {
+  f();
+  f();
+  std::vector<double> seconds;
+  for (int i = 0; i < repeats; ++i) {
+    control.barrier();
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  // Every rank takes the slowest rank's time: a step ends when its last rank is done.
+  double mine = seconds.empty() ? 0.0 : (std::ranges::sort(seconds), seconds[seconds.size() / 2]);
+  std::vector<double> all(static_cast<std::size_t>(control.size()));
+  control.allgather(std::span<const double>(&mine, 1), std::span<double>(all));
+  return *std::ranges::max_element(all);
+}
+
+/// The line through one variable's steps under strategy S at each of `sizes` bytes.
+template <class S, CommContext Context>
+line fit_dense(Context& ctx, const std::vector<double>& sizes, int repeats) {
+  std::vector<double> bytes, seconds;
+  for (const double size : sizes) {
+    const std::size_t cols = 256, rows = std::max<std::size_t>(1, static_cast<std::size_t>(size) / sizeof(float) / cols);
+    std::vector<float> param(rows * cols, 0.5f), grad(rows * cols, 1e-3f);
+    auto m = make_model(variable<S>("calibration", param, grad, {rows, cols}));
+    auto exec = make_executor(ctx, m, optim::sgd{.lr = 1e-6f});
+    bytes.push_back(static_cast<double>(param.size() * sizeof(float)));
+    seconds.push_back(median_seconds(ctx.control(), repeats, [&] { exec.step(); }));
+  }
+  return line::fit(bytes, seconds);
+}
+
+/// The line through a 65536 x 64 table's sparse steps under S (pull the rows, push their
+/// gradient, step) against the bytes of the rows each rank touches.
+template <class S, CommContext Context>
+line fit_sparse(Context& ctx, const std::vector<std::size_t>& touched, int repeats) {
+  constexpr std::size_t rows = 65536, width = 64;
+  std::vector<float> table(rows * width, 0.5f), grad(rows * width, 0.0f);
+  auto m = make_model(variable<S>("calibration", table, grad, {rows, width}));
+  auto exec = make_executor(ctx, m, optim::sgd{.lr = 1e-6f});
+  std::vector<double> bytes, seconds;
+  for (const std::size_t n : touched) {
+    std::vector<std::uint32_t> picked(std::min(n, rows));
+    // Spread over the table, different on each rank, as a batch's embedding lookups are.
+    for (std::size_t i = 0; i < picked.size(); ++i)
+      picked[i] = static_cast<std::uint32_t>((i * 7919 + static_cast<std::size_t>(ctx.control().rank()) * 104729) % rows);
+    std::ranges::sort(picked);
+    const auto last = std::ranges::unique(picked);
+    picked.erase(last.begin(), last.end());
+    std::vector<float> values(picked.size() * width, 1e-3f);
+    bytes.push_back(static_cast<double>(values.size() * sizeof(float)));
+    seconds.push_back(median_seconds(ctx.control(), repeats, [&] {
+      exec.pull(variable_id{0}, picked);
+      exec.sparse_gradient(variable_id{0}, picked, values);
+      exec.step();
+    }));
+  }
+  return line::fit(bytes, seconds);
+}
+
+/// Half a round trip of `bytes` between ranks `a` and `b` (the others wait), median.
+template <class Comm>
+double one_way_seconds(Comm& comm, int a, int b, std::size_t bytes, int repeats) {
+  std::vector<std::byte> buffer(std::max<std::size_t>(bytes, 1));
+  constexpr int tag = 0x5ca1;
+  auto exchange = [&] {
+    const int me = comm.rank();
+    if (me != a && me != b) return;
+    const int other = me == a ? b : a;
+    if (me == a) {
+      auto s = comm.isend(std::span<const std::byte>(buffer), other, tag);
+      comm.wait(s);
+      auto r = comm.irecv(std::span<std::byte>(buffer), other, tag);
+      comm.wait(r);
+    } else {
+      auto r = comm.irecv(std::span<std::byte>(buffer), other, tag);
+      comm.wait(r);
+      auto s = comm.isend(std::span<const std::byte>(buffer), other, tag);
+      comm.wait(s);
+    }
+  };
+  return median_seconds(comm, repeats, exchange) / 2;
+}
+
+template <class Comm>
+link_class measure_link(Comm& comm, int a, int b, int repeats) {
+  const double small = one_way_seconds(comm, a, b, 8, repeats * 3);
+  constexpr std::size_t large = std::size_t{8} << 20;
+  const double big = one_way_seconds(comm, a, b, large, repeats);
+  return {small, static_cast<double>(large) / std::max(big - small, 1e-9)};
+}
+
+/// fp32 bytes encoded to half precision and decoded back, per second.
+inline double cast_rate(int repeats) {
+  std::vector<float> values(std::size_t{4} << 20, 0.25f), back(values.size());
+  std::vector<half> wire(values.size());
+  std::vector<double> seconds;
+  for (int i = 0; i < repeats + 1; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    kernels::scaled_narrow<half>(values, wire, 1.0f);
+    kernels::scaled_widen<half>(wire, back, 1.0f);
+    if (i > 0) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::ranges::sort(seconds);
+  return static_cast<double>(values.size() * sizeof(float)) / seconds[seconds.size() / 2];
+}
+
+}  // namespace detail
+
+/// Ranks on each host, in host order (hosts ordered by their first rank): the layout a
+/// calibration is bound to. Collective.
+template <class Comm>
+std::vector<int> host_layout(Comm& comm) {
+  const int mine = comm.node_color();
+  std::vector<int> colors(static_cast<std::size_t>(comm.size()));
+  comm.allgather(std::span<const int>(&mine, 1), std::span<int>(colors));
+  std::map<int, int> per_host;  // a host's color is its first world rank: in host order
+  for (int c : colors) ++per_host[c];
+  std::vector<int> layout;
+  for (const auto& [color, ranks] : per_host) layout.push_back(ranks);
+  return layout;
+}
+
+/// Measures this job's calibration (collective; every rank returns the same).
+template <CommContext Context>
+calibration calibrate(Context& ctx, const calibrate_options& o = {}) {
+  auto& control = ctx.control();
+  if (control.size() < 2)
+    throw usage_error("calibrate: a calibration measures communication and needs at least 2 ranks (mpirun -np 2 or more)");
+  auto say = [&](const std::string& what) {
+    if (o.progress) o.progress(what);
+  };
+  calibration c;
+  c.measured_on.ranks = control.size();
+  c.ranks_per_host = host_layout(control);
+  c.measured_on.ranks_per_host = *std::ranges::max_element(c.ranks_per_host);
+
+  say("point to point");
+  std::vector<int> colors(static_cast<std::size_t>(control.size()));
+  const int mine = control.node_color();
+  control.allgather(std::span<const int>(&mine, 1), std::span<int>(colors));
+  const auto same_host = std::ranges::find_if(colors.begin() + 1, colors.end(), [&](int k) { return k == colors[0]; });
+  const auto other_host = std::ranges::find_if(colors, [&](int k) { return k != colors[0]; });
+  if (same_host != colors.end())
+    c.within_host = detail::measure_link(control, 0, static_cast<int>(same_host - colors.begin()), o.repeats);
+  if (other_host != colors.end())
+    c.across_hosts = detail::measure_link(control, 0, static_cast<int>(other_host - colors.begin()), o.repeats);
+  if (!c.within_host.known()) c.within_host = c.across_hosts;  // one rank per host
+
+  say("all-reduce: Ring");
+  c.ring = detail::fit_dense<Strategy<AllReduce<Ring>>>(ctx, o.allreduce_bytes, o.repeats);
+  say("all-reduce: Tree");
+  c.tree = detail::fit_dense<Strategy<AllReduce<Tree>>>(ctx, o.allreduce_bytes, o.repeats);
+  say("all-reduce: Hierarchical");
+  c.hierarchical = detail::fit_dense<Strategy<AllReduce<Hierarchical>>>(ctx, o.allreduce_bytes, o.repeats);
+  say("all-reduce: Native");
+  c.native = detail::fit_dense<Strategy<AllReduce<Native>>>(ctx, o.allreduce_bytes, o.repeats);
+  say("parameter server: dense");
+  c.parameter_server = detail::fit_dense<Strategy<PS<1>>>(ctx, o.parameter_server_bytes, o.repeats);
+  say("parameter server: sparse rows");
+  c.sparse_parameter_server = detail::fit_sparse<Strategy<PS<1>, SparseRows>>(ctx, o.sparse_rows_touched, o.repeats);
+  say("replicated sparse rows: all-gather");
+  c.sparse_allgather = detail::fit_sparse<Strategy<AllReduce<Ring>, SparseRows>>(ctx, o.sparse_rows_touched, o.repeats);
+  say("16-bit casts");
+  // Every rank at once, as in training (ranks share the host's cores and memory); the median rank's.
+  control.barrier();
+  const double mine_rate = detail::cast_rate(o.repeats);
+  std::vector<double> rates(static_cast<std::size_t>(control.size()));
+  control.allgather(std::span<const double>(&mine_rate, 1), std::span<double>(rates));
+  std::ranges::sort(rates);
+  const double rate = rates[rates.size() / 2];
+
+  const std::time_t now = std::time(nullptr);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  c.cast_bytes_per_s = rate;
+  c.created = fmt::format("{}, {} ranks on {} host{}", when, c.measured_on.ranks, c.ranks_per_host.size(),
+                          c.ranks_per_host.size() > 1 ? "s" : "");
+  return c;
+}
+
+}  // namespace strata::plan

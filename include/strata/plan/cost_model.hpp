@@ -1,0 +1,248 @@
+#pragma once
+// The cost model: the synchronization time of one training step for given strategies of
+// given variables, on a cluster, from a calibration. It follows what the executor does:
+//
+// - all-reduced variables of one strategy are fused into the executor's buckets
+//   (sync::plan_buckets, partitioned variables as their parts); the communication thread
+//   runs the buckets one after another, each once its variables' gradients are ready, so a
+//   bucket whose gradients come early in backward hides behind the rest of backward;
+// - a bucket of n bytes costs what the calibration measured for its algorithm, carried to
+//   the target's p ranks on h hosts by the algorithm's shape (alpha: a message's latency,
+//   beta: a byte's time on the slowest link the algorithm crosses):
+//     Ring, Native   2(p-1) alpha + 2(p-1)/p n beta
+//     Tree           rounds(p) (alpha + n beta), rounds(p) = floor(log2 p) (+2 unless p is 2^k)
+//     Hierarchical   2(r-1) alpha + 2(r-1)/r n beta within a host of r ranks,
+//                    + 2(h-1) alpha_x + 2(h-1)/h n beta_x across hosts
+//   where alpha and beta come from the fitted line at the calibration's p0 ranks (e.g. for
+//   the ring, alpha = fixed / 2(p0-1)); Compress<FP16|BF16> halves n on the wire and adds n
+//   over the measured cast rate;
+// - parameter-server shards are placed as the executor places them (sync::ps::next_server);
+//   each server costs, per step, its shards' requests and bytes from every worker, at the
+//   per-worker rates of the calibration's one-server measurement, plus its remote workers'
+//   bytes over the cross-host link; the step waits for the busiest server;
+// - replicated SparseRows tables all-gather every rank's touched rows.
+// Parts add: the training thread waits for its synchronizers one after another.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <numeric>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "strata/error.hpp"
+#include "strata/plan/calibration.hpp"
+#include "strata/strategy/builders.hpp"
+#include "strata/strategy/canonical_string.hpp"
+#include "strata/sync/bucket_plan.hpp"
+#include "strata/sync/partition.hpp"
+#include "strata/sync/ps/plan.hpp"
+
+namespace strata::plan {
+
+/// What the cost model knows of a variable.
+struct variable_profile {
+  std::string name;
+  std::vector<std::size_t> shape;
+  bool sparse = false;            ///< a SparseRows gradient: rows of a table
+  double touched_fraction = 1.0;  ///< sparse: the fraction of rows one rank's step touches
+  /// Backward time still to run once this gradient is final: what its all-reduce can hide behind.
+  double compute_after_s = 0.0;
+
+  std::size_t elements() const {
+    return std::accumulate(shape.begin(), shape.end(), std::size_t{1}, std::multiplies<>());
+  }
+  std::size_t rows() const { return shape.empty() ? 1 : shape[0]; }
+  double bytes() const { return static_cast<double>(elements()) * sizeof(float); }
+  /// Bytes of the rows one rank touches per step (sparse), or of the whole gradient.
+  double touched_bytes() const { return sparse ? bytes() * std::clamp(touched_fraction, 0.0, 1.0) : bytes(); }
+};
+
+struct cost_options {
+  sync::bucket_options buckets;  ///< as the executor will use them
+  server_assignment servers = server_assignment::least_loaded;
+};
+
+/// What one step's synchronization costs, by part.
+struct step_cost {
+  double allreduce_s = 0.0;  ///< buckets and replicated sparse rows, after backward ends
+  double parameter_server_s = 0.0;
+  double total() const { return allreduce_s + parameter_server_s; }
+};
+
+class cost_model {
+ public:
+  /// `across_hosts`, when known, replaces the calibration's cross-host link: to predict a
+  /// cluster other than the one calibrated ("what if the hosts had 10 Gbit/s").
+  cost_model(calibration c, cluster target, link_class across_hosts = {}, cost_options options = {})
+      : c_(std::move(c)), target_(target), options_(options) {
+    if (target_.ranks < 1 || target_.ranks_per_host < 1)
+      throw usage_error(fmt::format("cost_model: a cluster of {} ranks, {} per host; both must be at least 1",
+                                    target_.ranks, target_.ranks_per_host));
+    across_ = across_hosts.known() ? across_hosts : c_.across_hosts.known() ? c_.across_hosts : c_.within_host;
+  }
+
+  const cluster& target() const { return target_; }
+  const calibration& calibrated() const { return c_; }
+  const cost_options& options() const { return options_; }
+
+  /// One all-reduce of `bytes` (fp32 gradient bytes) with `algorithm` and `codec`.
+  double allreduce_seconds(collective_kind algorithm, codec_kind codec, double bytes) const {
+    const int p = target_.ranks;
+    if (p <= 1) return 0.0;
+    double cast = 0.0, wire = bytes;
+    if (codec == codec_kind::fp16 || codec == codec_kind::bf16) {
+      wire = bytes / 2;
+      cast = c_.cast_bytes_per_s > 0 ? bytes / c_.cast_bytes_per_s : 0.0;
+    } else if (codec != codec_kind::none) {
+      throw usage_error("the cost model predicts Compress<FP16> and Compress<BF16>; TopK and PowerSGD change what is "
+                        "learned and are not among its candidates");
+    }
+    const int h = target_.hosts(), r = target_.ranks_on_a_host();
+    switch (algorithm) {
+      case collective_kind::ring: return cast + ring_shaped(c_.ring, p, h > 1, wire);
+      case collective_kind::native: return cast + ring_shaped(c_.native, p, h > 1, wire);
+      case collective_kind::tree: return cast + tree_shaped(wire);
+      case collective_kind::hierarchical: {
+        const double within = r > 1 ? ring_shaped(c_.hierarchical, r, false, wire) : 0.0;
+        const double across = h > 1 ? 2.0 * (h - 1) * across_.latency_s + 2.0 * (h - 1) / h * wire * across_.seconds_per_byte()
+                                    : 0.0;
+        return cast + within + across;
+      }
+      default: throw usage_error("the cost model predicts AllReduce<Ring|Tree|Hierarchical|Native>");
+    }
+  }
+
+  /// The synchronization of one step with `strategies[i]` for `variables[i]`.
+  step_cost predict(std::span<const variable_profile> variables, std::span<const strategy_descriptor> strategies) const {
+    if (variables.size() != strategies.size())
+      throw usage_error(fmt::format("cost_model::predict: {} variables and {} strategies", variables.size(), strategies.size()));
+    step_cost cost;
+    cost.allreduce_s = replicated_seconds(variables, strategies);
+    cost.parameter_server_s = parameter_server_seconds(variables, strategies);
+    return cost;
+  }
+
+  step_cost predict(std::span<const variable_profile> variables, std::span<const std::string> strategies) const {
+    std::vector<strategy_descriptor> d;
+    for (const std::string& s : strategies) d.push_back(parse_strategy(s));
+    return predict(variables, d);
+  }
+
+ private:
+  // Ring-shaped: 2(p-1) latencies and 2(p-1)/p of the bytes, at the line's rates per link.
+  double ring_shaped(const line& l, int p, bool crosses_hosts, double bytes) const {
+    const int p0 = c_.measured_on.ranks;
+    double alpha = l.fixed_s / (2.0 * (p0 - 1)), beta = l.per_byte_s * p0 / (2.0 * (p0 - 1));
+    if (crosses_hosts) alpha = std::max(alpha, across_.latency_s), beta = std::max(beta, across_.seconds_per_byte());
+    return 2.0 * (p - 1) * alpha + 2.0 * (p - 1) / p * bytes * beta;
+  }
+
+  static int tree_rounds(int p) {
+    const int doubling = static_cast<int>(std::floor(std::log2(p)));
+    return doubling + ((1 << doubling) == p ? 0 : 2);  // ranks past 2^k fold in first and are sent the result last
+  }
+
+  double tree_shaped(double bytes) const {
+    const int rounds0 = tree_rounds(c_.measured_on.ranks), rounds = tree_rounds(target_.ranks);
+    const double alpha = c_.tree.fixed_s / rounds0, beta = c_.tree.per_byte_s / rounds0;
+    const int h = target_.hosts();
+    const int across = h > 1 ? static_cast<int>(std::ceil(std::log2(h))) : 0;  // rounds whose partners are on other hosts
+    return (rounds - across) * (alpha + bytes * beta) +
+           across * (std::max(alpha, across_.latency_s) + bytes * std::max(beta, across_.seconds_per_byte()));
+  }
+
+  // Every all-reduced bucket (each strategy's variables fused as the executor fuses them) on
+  // the one communication thread, in the order their gradients are ready; then the
+  // replicated sparse rows' all-gathers, which run at step().
+  double replicated_seconds(std::span<const variable_profile> variables, std::span<const strategy_descriptor> strategies) const {
+    struct job {
+      double ready, seconds;  // ready: seconds before backward ends (negative: earlier)
+    };
+    std::vector<job> jobs;
+    std::vector<bool> done(variables.size(), false);
+    double allgather = 0.0;
+    for (std::size_t i = 0; i < variables.size(); ++i) {
+      const strategy_descriptor& s = strategies[i];
+      if (done[i] || s.placement != placement_kind::replicate) continue;
+      if (s.sparse_rows) {
+        allgather += sparse_allgather_seconds(variables[i]);
+        done[i] = true;
+        continue;
+      }
+      // The strategy's pieces, in declaration order, and when each is ready.
+      std::vector<std::size_t> elements;
+      std::vector<double> ready;
+      for (std::size_t k = i; k < variables.size(); ++k) {
+        if (!(strategies[k] == s)) continue;
+        done[k] = true;
+        const variable_profile& v = variables[k];
+        const int parts = s.partitioned() ? target_.ranks : 1;
+        for (const sync::part_layout& part : sync::partition_layout(v.shape, v.elements(), s.partition_axis, parts)) {
+          elements.push_back(part.elements());
+          ready.push_back(-v.compute_after_s);
+        }
+      }
+      for (const sync::bucket_layout& b : sync::plan_buckets(elements, sizeof(float), options_.buckets)) {
+        double bytes = 0.0, at = -1e300;
+        for (std::size_t member : b.members) {
+          bytes += static_cast<double>(elements[member]) * sizeof(float);
+          at = std::max(at, ready[member]);
+        }
+        jobs.push_back({at, allreduce_seconds(s.collective, s.codec, bytes)});
+      }
+    }
+    std::ranges::stable_sort(jobs, {}, &job::ready);
+    double finish = -1e300;
+    for (const job& j : jobs) finish = std::max(finish, j.ready) + j.seconds;
+    return std::max(0.0, finish) + allgather;
+  }
+
+  double sparse_allgather_seconds(const variable_profile& v) const {
+    const int p = target_.ranks, p0 = c_.measured_on.ranks;
+    if (p <= 1) return 0.0;
+    const double others = static_cast<double>(p - 1) / (p0 - 1);  // every other rank's rows come in
+    const double bytes = v.touched_bytes();
+    const double remote = target_.hosts() > 1 ? (p - target_.ranks_on_a_host()) * bytes * across_.seconds_per_byte() : 0.0;
+    return others * c_.sparse_allgather(bytes) + remote;
+  }
+
+  // Each shard on its server, as the executor places them; per server, every worker's
+  // request and bytes for each shard it hosts; the busiest server sets the time.
+  double parameter_server_seconds(std::span<const variable_profile> variables,
+                                  std::span<const strategy_descriptor> strategies) const {
+    const int p = target_.ranks, p0 = c_.measured_on.ranks;
+    std::vector<std::size_t> held(static_cast<std::size_t>(p), 0);
+    std::vector<double> busy(static_cast<std::size_t>(p), 0.0);
+    bool any = false;
+    const double workers = static_cast<double>(p) / p0;  // the one-server lines hold p0 workers' share
+    for (std::size_t i = 0; i < variables.size(); ++i) {
+      const strategy_descriptor& s = strategies[i];
+      if (s.placement != placement_kind::ps) continue;
+      any = true;
+      const variable_profile& v = variables[i];
+      const int parts = s.partitioned() ? s.ps_shards : 1;
+      for (const sync::part_layout& part : sync::partition_layout(v.shape, v.elements(), s.partition_axis, parts)) {
+        const std::size_t host = sync::ps::next_server(held, options_.servers);
+        held[host] += part.elements() * sizeof(float);
+        const double share = static_cast<double>(part.elements()) / static_cast<double>(std::max<std::size_t>(v.elements(), 1));
+        const double bytes = v.touched_bytes() * share;
+        const line& l = v.sparse ? c_.sparse_parameter_server : c_.parameter_server;
+        const int remote_workers = p - target_.ranks_on_a_host();
+        busy[host] += workers * l(bytes) +
+                      (target_.hosts() > 1 ? 2.0 * remote_workers * bytes * across_.seconds_per_byte() : 0.0);
+      }
+    }
+    return any ? *std::ranges::max_element(busy) : 0.0;
+  }
+
+  calibration c_;
+  cluster target_;
+  link_class across_;
+  cost_options options_;
+};
+
+}  // namespace strata::plan

@@ -1,0 +1,178 @@
+// The cost model and the automatic strategy on synthetic calibrations: the model reproduces
+// what was measured where it was measured, carries it to other clusters by each algorithm's
+// shape, and the choices flip where they should (small tensors -> Tree, sparse tables -> the
+// parameter server or the all-gather by touched fraction and ranks, a slow link ->
+// compression or Hierarchical). Calibration files round-trip and a foreign one is refused.
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "strata/plan/auto_strategy.hpp"
+#include "strata/plan/calibration.hpp"
+#include "strata/plan/cost_model.hpp"
+
+using namespace strata;
+using namespace strata::plan;
+
+namespace {
+
+constexpr double alpha = 5e-6, beta = 5e9;  // within a host: 5 us, 5 GB/s
+
+/// Measured on 2 ranks of one host: each family's line as its shape gives it at p0 = 2.
+calibration synthetic() {
+  calibration c;
+  c.measured_on = {2, 2};
+  c.ranks_per_host = {2};
+  c.within_host = {alpha, beta};
+  c.ring = {2 * alpha, 1 / beta};  // 2(p0-1) alpha, 2(p0-1)/p0 / beta
+  c.hierarchical = c.ring;
+  c.native = {4 * alpha, 1 / beta};  // MPI's: twice the ring's latency
+  c.tree = {alpha, 1 / beta};        // one round
+  c.parameter_server = {50e-6, 1 / 2.5e9};
+  c.sparse_parameter_server = {50e-6, 1 / 2.5e9};
+  c.sparse_allgather = {20e-6, 1 / beta};
+  c.cast_bytes_per_s = 2e9;  // slower than the host's link: 16-bit gradients do not pay within a host
+  c.created = "synthetic";
+  return c;
+}
+
+variable_profile dense(std::string name, std::size_t rows, std::size_t cols) { return {std::move(name), {rows, cols}}; }
+
+variable_profile table(double touched) { return {"embedding", {1 << 20, 64}, true, touched}; }
+
+strategy_descriptor chosen(const strategy_plan& p, std::size_t i) { return parse_strategy(p.strategies[i]); }
+
+}  // namespace
+
+TEST_CASE("where it was calibrated, the model predicts what was measured", "[plan]") {
+  const calibration c = synthetic();
+  const cost_model model(c, c.measured_on);
+  for (const double bytes : {4e3, 1e6, 64e6}) {
+    CHECK(model.allreduce_seconds(collective_kind::ring, codec_kind::none, bytes) == Approx(c.ring(bytes)));
+    CHECK(model.allreduce_seconds(collective_kind::tree, codec_kind::none, bytes) == Approx(c.tree(bytes)));
+    CHECK(model.allreduce_seconds(collective_kind::native, codec_kind::none, bytes) == Approx(c.native(bytes)));
+  }
+  // One variable, one bucket: the step is that bucket's all-reduce; on the parameter server,
+  // the one-server line.
+  const std::vector<variable_profile> one = {dense("w", 1024, 256)};
+  CHECK(model.predict(one, std::vector<std::string>{"AllReduce<Ring>"}).total() == Approx(c.ring(one[0].bytes())));
+  CHECK(model.predict(one, std::vector<std::string>{"PS<1>"}).total() == Approx(c.parameter_server(one[0].bytes())));
+}
+
+TEST_CASE("the ring's shape carries a calibration to more ranks and to hosts", "[plan]") {
+  const calibration c = synthetic();
+  const double n = 64e6;
+  const cost_model sixteen(c, {16, 16});
+  CHECK(sixteen.allreduce_seconds(collective_kind::ring, codec_kind::none, n) ==
+        Approx(2 * 15 * alpha + 2.0 * 15 / 16 * n / beta));
+  CHECK(sixteen.allreduce_seconds(collective_kind::tree, codec_kind::none, n) == Approx(4 * (alpha + n / beta)));
+  // Two hosts of 8 over a 1 GB/s, 20 us link: the ring crosses it at every step, Hierarchical
+  // moves 2(h-1)/h of the bytes over it once.
+  const link_class slow{20e-6, 1e9};
+  const cost_model hosts(c, {16, 8}, slow);
+  CHECK(hosts.allreduce_seconds(collective_kind::ring, codec_kind::none, n) == Approx(2 * 15 * 20e-6 + 2.0 * 15 / 16 * n / 1e9));
+  CHECK(hosts.allreduce_seconds(collective_kind::hierarchical, codec_kind::none, n) ==
+        Approx(2 * 7 * alpha + 2.0 * 7 / 8 * n / beta + 2 * 20e-6 + n / 1e9));
+}
+
+TEST_CASE("a bucket whose gradients are ready early hides behind the rest of backward", "[plan]") {
+  const cost_model model(synthetic(), {8, 8});
+  std::vector<variable_profile> v = {dense("w", 1024, 1024)};
+  const std::vector<std::string> ring = {"AllReduce<Ring>"};
+  const double exposed = model.predict(v, ring).total();
+  v[0].compute_after_s = exposed / 2;
+  CHECK(model.predict(v, ring).total() == Approx(exposed / 2));
+  v[0].compute_after_s = 1.0;
+  CHECK(model.predict(v, ring).total() == 0.0);
+}
+
+TEST_CASE("small tensors go to Tree, large ones to the ring", "[plan]") {
+  const cost_model model(synthetic(), {16, 16});
+  const auto_options exact{.allow_compression = false, .allow_parameter_server = false};
+  const std::vector<variable_profile> small = {dense("bias.0", 1, 256), dense("bias.1", 1, 256)};
+  const strategy_plan s = auto_strategy(small, model, exact);
+  CHECK(chosen(s, 0).collective == collective_kind::tree);
+  CHECK(chosen(s, 1).collective == collective_kind::tree);
+  const std::vector<variable_profile> large = {dense("fc.weight", 4096, 4096)};
+  const strategy_plan l = auto_strategy(large, model, exact);
+  CHECK(chosen(l, 0).collective == collective_kind::ring);
+  CHECK(l.predicted.total() <= l.choices[0].alternatives.front().second);
+  // Both in one model: the plan mixes, and beats both uniform plans.
+  std::vector<variable_profile> mixed = large;
+  mixed.insert(mixed.end(), small.begin(), small.end());
+  const strategy_plan m = auto_strategy(mixed, model, exact);
+  CHECK(chosen(m, 0).collective == collective_kind::ring);
+  CHECK(m.predicted.total() <= m.uniform.front().second);
+}
+
+TEST_CASE("a sparse table goes to the parameter server or the all-gather by touched fraction and ranks", "[plan]") {
+  const cost_model eight(synthetic(), {8, 8});
+  // 1 MiB of rows touched per rank: seven ranks' rows to all-gather cost more than shards.
+  const double many = (1 << 20) / (double(1 << 20) * 64 * 4);
+  CHECK(chosen(auto_strategy(std::vector{table(many)}, eight), 0).placement == placement_kind::ps);
+  // A few rows: the all-gather's small latency wins over the servers' requests.
+  const double few = 4.0 / (1 << 20);
+  CHECK(chosen(auto_strategy(std::vector{table(few)}, eight), 0).placement == placement_kind::replicate);
+  // The same 1 MiB on 2 ranks: one other rank's rows are cheaper to gather than a server's work.
+  const cost_model two(synthetic(), {2, 2});
+  CHECK(chosen(auto_strategy(std::vector{table(many)}, two), 0).placement == placement_kind::replicate);
+  // On the server, a busy table is spread over as many shards as there are ranks.
+  CHECK(chosen(auto_strategy(std::vector{table(many)}, eight), 0).ps_shards == 8);
+}
+
+TEST_CASE("a slow link between hosts brings in compression or Hierarchical", "[plan]") {
+  const std::vector<variable_profile> v = {dense("fc.weight", 4096, 4096)};
+  const auto_options no_ps{.allow_parameter_server = false};
+  const strategy_plan one_host = auto_strategy(v, cost_model(synthetic(), {16, 16}), no_ps);
+  CHECK(chosen(one_host, 0).codec == codec_kind::none);
+  CHECK(chosen(one_host, 0).collective == collective_kind::ring);
+  const strategy_plan slow = auto_strategy(v, cost_model(synthetic(), {16, 8}, link_class{20e-6, 1e9}), no_ps);
+  const strategy_descriptor d = chosen(slow, 0);
+  CHECK((d.codec != codec_kind::none || d.collective == collective_kind::hierarchical));
+  CHECK(slow.predicted.total() < slow.uniform.back().second);
+}
+
+TEST_CASE("the plan's table names each choice and what it beat", "[plan]") {
+  const std::vector<variable_profile> v = {dense("fc.weight", 4096, 4096), table(0.01)};
+  const strategy_plan p = auto_strategy(v, cost_model(synthetic(), {8, 8}));
+  const std::string text = describe(p, v);
+  CHECK_THAT(text, Catch::Contains("predicted synchronization per step"));
+  CHECK_THAT(text, Catch::Contains(p.strategies[0]));
+  CHECK_THAT(text, Catch::Contains(p.strategies[1]));
+  CHECK_THAT(text, Catch::Contains(p.choices[0].alternatives.front().first));
+  for (const std::string& s : p.strategies) CHECK(to_string(parse_strategy(s)) == s);  // canonical
+}
+
+TEST_CASE("a calibration file round-trips, and a foreign one is refused with the difference", "[plan]") {
+  const std::filesystem::path file = std::filesystem::temp_directory_path() / "strata_calibration_test.json";
+  const calibration c = synthetic();
+  save(c, file);
+  const calibration back = load(file);
+  CHECK(back.ring.fixed_s == c.ring.fixed_s);
+  CHECK(back.sparse_allgather.per_byte_s == c.sparse_allgather.per_byte_s);
+  CHECK(back.measured_on == c.measured_on);
+  CHECK_NOTHROW(back.check_matches({2, 2}, std::vector{2}));
+  CHECK_THROWS_WITH(back.check_matches({4, 4}, std::vector{4}), Catch::Contains("on 2 ranks, and this job has 4"));
+  CHECK_THROWS_WITH(back.check_matches({2, 1}, std::vector{1, 1}),
+                    Catch::Contains("with ranks per host [2], and this job has [1, 1]"));
+  CHECK_THROWS_WITH(back.check_matches({2, 2}, std::vector{2}, "nccl"), Catch::Contains("on the mpi backend"));
+  std::filesystem::remove(file);
+  CHECK_THROWS_WITH(load(file), Catch::Contains("make one with strata-calibrate"));
+}
+
+TEST_CASE("a fitted line keeps a small fixed cost under large sizes", "[plan]") {
+  // 20 us + 5 GB/s: at 16 MiB the fixed cost is 0.6% of the time, yet it is recovered.
+  const std::vector<double> bytes = {16e3, 256e3, 4e6, 16e6};
+  std::vector<double> seconds;
+  for (double b : bytes) seconds.push_back(20e-6 + b / 5e9);
+  const line l = line::fit(bytes, seconds);
+  CHECK(l.fixed_s == Approx(20e-6).epsilon(1e-6));
+  CHECK(l.per_byte_s == Approx(1 / 5e9).epsilon(1e-6));
+  // Noise that would make the intercept negative gives a line through the origin instead.
+  const line through = line::fit(std::vector{1e6, 2e6}, std::vector{1e-3, 2.5e-3});
+  CHECK(through.fixed_s == 0.0);
+  CHECK(through.per_byte_s > 0.0);
+}

@@ -1,0 +1,70 @@
+// strata-calibrate: measures this job's calibration for the cost model (plan/calibrate.hpp)
+// and writes it as JSON; or checks that a calibration file describes this job.
+//
+//   mpirun -np 4 strata-calibrate --output calibration.json   # a few seconds
+//   mpirun -np 4 strata-calibrate --check calibration.json    # exit 64 with the reason if foreign
+#include <cstdio>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <strata/plan/calibrate.hpp>
+#include <strata/strata.hpp>
+
+#include "../examples/common/cli.hpp"
+
+int main(int argc, char** argv) {
+  using namespace strata;
+  mpi::context ctx(argc, argv);
+  std::string output, check;
+  bool quick = false;
+  plan::calibrate_options options;
+  CLI::App app{"Measures this job's costs for strata's cost model (automatic strategies) and writes them as JSON"};
+  auto* out = app.add_option("--output", output, "write the calibration to this file");
+  app.add_option("--check", check, "only check that this calibration describes this job (ranks, hosts, backend)")
+      ->excludes(out);
+  app.add_flag("--quick", quick, "small sizes and few repeats (a smoke test; the numbers are rough)");
+  examples::number(app, "--repeats", options.repeats, 1, 1000, "timed steps per size (medians count)");
+  if (const auto status = examples::parse(app, argc, argv, "strata-calibrate", ctx.rank())) return *status;
+  if (output.empty() == check.empty()) {
+    if (ctx.rank() == 0) std::fputs("strata-calibrate: give --output FILE or --check FILE\n", stderr);
+    return static_cast<int>(exit_usage);
+  }
+  try {
+    const plan::cluster job{ctx.size(), ctx.local_size()};
+    if (!check.empty()) {
+      plan::load(check).check_matches(job, plan::host_layout(ctx.control()));
+      if (ctx.rank() == 0) fmt::print("{} describes this job ({} ranks)\n", check, ctx.size());
+      return 0;
+    }
+    if (quick) {
+      options.repeats = 2;
+      options.allreduce_bytes = {16 << 10, 1 << 20};
+      options.parameter_server_bytes = {16 << 10, 256 << 10};
+      options.sparse_rows_touched = {64, 1024};
+    }
+    if (ctx.rank() == 0) options.progress = [](const std::string& what) { fmt::print("measuring {}\n", what), std::fflush(stdout); };
+    const plan::calibration c = plan::calibrate(ctx, options);
+    if (ctx.rank() == 0) {
+      plan::save(c, output);
+      auto us = [](double s) { return 1e6 * s; };
+      auto gbs = [](const plan::line& l) { return l.per_byte_s > 0 ? 1e-9 / l.per_byte_s : 0.0; };
+      fmt::print("calibration of {} written to {}\n", c.created, output);
+      fmt::print("  within a host: {:.1f} us, {:.2f} GB/s", us(c.within_host.latency_s), c.within_host.bytes_per_s / 1e9);
+      if (c.across_hosts.known())
+        fmt::print("; across hosts: {:.1f} us, {:.2f} GB/s", us(c.across_hosts.latency_s), c.across_hosts.bytes_per_s / 1e9);
+      fmt::print("\n");
+      for (const auto& [name, l] : {std::pair{"ring", c.ring}, {"tree", c.tree}, {"hierarchical", c.hierarchical},
+                                    {"native", c.native}, {"parameter server", c.parameter_server},
+                                    {"sparse parameter server", c.sparse_parameter_server},
+                                    {"sparse all-gather", c.sparse_allgather}})
+        fmt::print("  {:<24} {:8.1f} us + bytes at {:6.2f} GB/s\n", name, us(l.fixed_s), gbs(l));
+      fmt::print("  16-bit casts             {:.2f} GB/s of fp32\n", c.cast_bytes_per_s / 1e9);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strata-calibrate: rank %d: %s\n", ctx.rank(), e.what());
+    return static_cast<int>(exit_status_of(e));
+  }
+  return 0;
+}
