@@ -65,12 +65,12 @@ void allreduce_sums_exactly(Context& ctx, int ranks_per_node = 0) {
 /// A bucket of several buffers (some empty, some tiny) averaged in place: each element ends
 /// as its sum times the scale.
 template <class Algorithm, CommContext Context>
-void allreduce_averages_buffer_lists(Context& ctx, int ranks_per_node = 0) {
+void allreduce_averages_buffer_lists(Context& ctx, int ranks_per_node = 0,
+                                     const std::vector<std::size_t>& sizes = {3, 0, 17, 1, 0, 64, 2}) {
   auto& comm = ctx.collectives();
   using C = std::remove_reference_t<decltype(comm)>;
   sync::allreduce<Algorithm, C, float> reduce(
       sync::allreduce_options{.ring_chunk_bytes = 5 * sizeof(float), .ring_window = 2, .ranks_per_node = ranks_per_node});
-  const std::vector<std::size_t> sizes = {3, 0, 17, 1, 0, 64, 2};
   std::vector<std::vector<float>> buffers;
   std::vector<std::span<float>> parts;
   std::size_t start = 0;

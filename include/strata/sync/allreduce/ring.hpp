@@ -145,7 +145,17 @@ struct ring_workspace {
   std::vector<std::size_t> first_piece;       // index of each step's first piece
   std::vector<typename C::request> requests;  // all requests of one call
   std::vector<request_range> received, forwarded, first_sends;
+  std::vector<W> staged;                      // a fragmented buffer list, gathered into one (see ring_allreduce)
 };
+
+/// Whether a buffer list is so finely cut (a tensor partitioned along an inner axis is one
+/// block per outer index) that a message per block would cost more than copying it once:
+/// the ring then travels over one contiguous copy.
+template <class T>
+bool fragmented(const span_list<T>& data) {
+  constexpr std::size_t parts_worth_a_message = 16, elements_worth_a_message = 1024;
+  return data.parts().size() > parts_worth_a_message && data.size() / data.parts().size() < elements_worth_a_message;
+}
 
 namespace detail {
 
@@ -274,6 +284,18 @@ template <Communicator C, Element T, Element W>
 std::size_t ring_allreduce(C& comm, const span_list<T>& data, const ring_codec<T, W>& codec, ring_workspace<C, W>& work,
                            std::size_t chunk_elements, std::size_t window) {
   const int p = comm.size();
+  if constexpr (ring_codec<T, W>::in_place) {
+    if (p > 1 && fragmented(data)) {
+      work.staged.resize(data.size());
+      data.for_each(0, data.size(), [&](std::size_t at, std::span<T> d) { std::ranges::copy(d, work.staged.begin() + at); });
+      const span_list<T> contiguous({std::span<T>(work.staged)});
+      const std::size_t sent = detail::ring_steps(comm, contiguous, codec, work, chunk_elements, window, 0, 2 * (p - 1));
+      data.for_each(0, data.size(), [&](std::size_t at, std::span<T> d) {
+        std::copy_n(work.staged.begin() + static_cast<std::ptrdiff_t>(at), d.size(), d.begin());
+      });
+      return sent;
+    }
+  }
   if (p > 1) return detail::ring_steps(comm, data, codec, work, chunk_elements, window, 0, 2 * (p - 1));
   // Alone: the sum is this rank's value, scaled and rounded as the wire would.
   if constexpr (ring_codec<T, W>::in_place) {
