@@ -61,6 +61,35 @@ TEST_CASE("every builder gives the fixed model the strategies in the table", "[b
             "Replicate,AllReduce<Ring>", "Replicate,AllReduce<Ring>"});
 }
 
+namespace {
+/// B::describe on the run-time extents of V gives what B::strategy_for<V> gives.
+template <class B, class... Vs>
+void expect_run_time_agrees() {
+  auto agrees = []<class V>(std::type_identity<V>) {
+    CHECK(to_string(B::describe(V::extents, V::sparse)) == strategy_name<builder_strategy_t<B, V>>());
+  };
+  (agrees(std::type_identity<Vs>{}), ...);
+}
+template <class B>
+void expect_run_time_agrees_on_fixed_model() {
+  expect_run_time_agrees<B, embedding, fc1_weight, fc1_bias, out_weight, prime_rows, scalar,
+                         variable_traits<dims<2048, 512, 3, 3>>, variable_traits<dims<384, 256>>>();
+}
+}  // namespace
+
+TEST_CASE("a builder gives extents known at run time the strategies it gives static ones", "[builders]") {
+  expect_run_time_agrees_on_fixed_model<builder::PS<>>();
+  expect_run_time_agrees_on_fixed_model<builder::PSLoadBalancing<Consistency<SSP<2>>>>();
+  expect_run_time_agrees_on_fixed_model<builder::PartitionedPS<>>();
+  expect_run_time_agrees_on_fixed_model<builder::PartitionedPS<Consistency<ASP>, 4>>();
+  expect_run_time_agrees_on_fixed_model<builder::UnevenPartitionedPS<>>();
+  expect_run_time_agrees_on_fixed_model<builder::AllReduce<Tree>>();
+  expect_run_time_agrees_on_fixed_model<builder::PartitionedAllReduce<>>();
+  expect_run_time_agrees_on_fixed_model<builder::RandomAxisPartitionAllReduce<42>>();
+  expect_run_time_agrees_on_fixed_model<builder::RandomAxisPartitionAllReduce<7, Hierarchical>>();
+  expect_run_time_agrees_on_fixed_model<builder::Parallax<>>();
+}
+
 TEST_CASE("builder parameters reach the strategies", "[builders]") {
   CHECK(strategies_of_fixed_model<builder::Parallax<Hierarchical, Consistency<SSP<3>>>>() ==
         row{"PS<1>,SSP<3>,SparseRows", "Replicate,AllReduce<Hierarchical>", "Replicate,AllReduce<Hierarchical>",

@@ -59,12 +59,14 @@ concept VariableTraits = is_variable_traits<V>;
 enum class server_assignment { first_server, least_loaded };
 
 /// A builder: `B::template strategy_for<V>` is the strategy of a variable with traits `V`,
-/// and `B::servers` says how parameter-server shards are to be assigned.
+/// `B::describe(extents, sparse)` the same for extents known at run time, and `B::servers`
+/// says how parameter-server shards are to be assigned.
 template <class B>
 concept StrategyBuilder =
     requires {
       { B::servers } -> std::convertible_to<server_assignment>;
       typename B::template strategy_for<variable_traits<dims<1>>>;
+      { B::describe(std::span<const std::size_t>(), false) } -> std::same_as<strategy_descriptor>;
     } ||
     detail::unsatisfied<"a strategy builder is one of builder::PS<>, PSLoadBalancing<>, PartitionedPS<>, "
                         "UnevenPartitionedPS<>, AllReduce<>, PartitionedAllReduce<>, "
@@ -135,6 +137,15 @@ struct parameter_server_builder {
   template <VariableTraits V>
   using strategy_for = Strategy<strata::PS<shards<V>>, typename partition_along<(shards<V> > 1 ? 0 : -1)>::type,
                                 ConsistencyPolicy, typename V::gradient>;
+
+  /// What strategy_for gives a variable whose extents are known only at run time.
+  static strategy_descriptor describe(std::span<const std::size_t> extents, bool sparse) {
+    strategy_descriptor d = Strategy<strata::PS<1>, ConsistencyPolicy>::descriptor;
+    d.ps_shards = ShardCount(extents.empty() ? 1 : extents[0], MaxShards);
+    d.partition_axis = d.ps_shards > 1 ? 0 : -1;
+    d.sparse_rows = sparse;
+    return d;
+  }
 };
 
 /// The all-reduce builders differ in the axis they partition along (-1: none), computed
@@ -149,6 +160,14 @@ struct allreduce_builder {
   template <VariableTraits V>
   using strategy_for = Strategy<Replicate, strata::AllReduce<Algorithm>,
                                 typename partition_along<AxisOf(V::extents, V::sparse)>::type, typename V::gradient>;
+
+  /// What strategy_for gives a variable whose extents are known only at run time.
+  static strategy_descriptor describe(std::span<const std::size_t> extents, bool sparse) {
+    strategy_descriptor d = Strategy<Replicate, strata::AllReduce<Algorithm>>::descriptor;
+    d.partition_axis = AxisOf(extents, sparse);
+    d.sparse_rows = sparse;
+    return d;
+  }
 };
 
 constexpr int no_axis(std::span<const std::size_t>, bool) { return -1; }
@@ -241,6 +260,10 @@ struct Parallax {
   using strategy_for =
       std::conditional_t<V::sparse, typename PSLoadBalancing<ConsistencyPolicy>::template strategy_for<V>,
                          typename AllReduce<Algorithm>::template strategy_for<V>>;
+
+  static strategy_descriptor describe(std::span<const std::size_t> extents, bool sparse) {
+    return sparse ? PSLoadBalancing<ConsistencyPolicy>::describe(extents, sparse) : AllReduce<Algorithm>::describe(extents, sparse);
+  }
 };
 
 }  // namespace builder
