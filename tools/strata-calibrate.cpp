@@ -48,19 +48,7 @@ int main(int argc, char** argv) {
     const plan::calibration c = plan::calibrate(ctx, options);
     if (ctx.rank() == 0) {
       plan::save(c, output);
-      auto us = [](double s) { return 1e6 * s; };
-      auto gbs = [](const plan::line& l) { return l.per_byte_s > 0 ? 1e-9 / l.per_byte_s : 0.0; };
-      fmt::print("calibration of {} written to {}\n", c.created, output);
-      fmt::print("  within a host: {:.1f} us, {:.2f} GB/s", us(c.within_host.latency_s), c.within_host.bytes_per_s / 1e9);
-      if (c.across_hosts.known())
-        fmt::print("; across hosts: {:.1f} us, {:.2f} GB/s", us(c.across_hosts.latency_s), c.across_hosts.bytes_per_s / 1e9);
-      fmt::print("\n");
-      for (const auto& [name, l] : {std::pair{"ring", c.ring}, {"tree", c.tree}, {"hierarchical", c.hierarchical},
-                                    {"native", c.native}, {"parameter server", c.parameter_server},
-                                    {"sparse parameter server", c.sparse_parameter_server},
-                                    {"sparse all-gather", c.sparse_allgather}})
-        fmt::print("  {:<24} {:8.1f} us + bytes at {:6.2f} GB/s\n", name, us(l.fixed_s), gbs(l));
-      fmt::print("  16-bit casts             {:.2f} GB/s of fp32\n", c.cast_bytes_per_s / 1e9);
+      fmt::print("{}written to {}\n", plan::describe(c), output);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "strata-calibrate: rank %d: %s\n", ctx.rank(), e.what());

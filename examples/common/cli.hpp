@@ -93,11 +93,14 @@ inline CLI::Option* one_of(CLI::App& app, const std::string& name, std::string& 
 }
 
 /// Adds an option taking a strategy string, checked by strata's parser (whose message says
-/// which column is wrong and what was expected there).
-inline CLI::Option* strategy(CLI::App& app, const std::string& name, std::string& value, const std::string& description) {
+/// which column is wrong and what was expected there); with `accept_auto`, also "auto" (the
+/// cost model chooses).
+inline CLI::Option* strategy(CLI::App& app, const std::string& name, std::string& value, const std::string& description,
+                             bool accept_auto = false) {
   return app.add_option(name, value, description)
       ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
+          [accept_auto](std::string& text) -> std::string {
+            if (accept_auto && text == "auto") return {};
             try {
               strata::parse_strategy(text);
               return {};

@@ -1,6 +1,7 @@
 // Data-parallel training of a 784-256-128-10 MLP on Fashion-MNIST with strata.
 //
 //   mpirun -np 2 ./fashion_mnist --epochs 10 --strategy "AllReduce<Ring>"
+//   mpirun -np 2 ./fashion_mnist --epochs 10 --strategy auto   # the cost model chooses, trial runs refine
 //
 // Every rank shuffles the training set with the same seed and takes its slice of each
 // global batch; the executor averages gradients with the chosen all-reduce, overlapping
@@ -26,6 +27,8 @@
 #include <fmt/format.h>
 #include <range/v3/view/chunk.hpp>
 
+#include <strata/plan/auto_strategy.hpp>
+#include <strata/plan/calibrate.hpp>
 #include <strata/strata.hpp>
 
 #include "../common/progress.hpp"
@@ -49,6 +52,17 @@ using DensePartitioned = Strategy<AllReduce<Ring>, Partition<0>>;
 using DenseTree = Strategy<AllReduce<Tree>>;
 using DenseHierarchical = Strategy<AllReduce<Hierarchical>>;
 
+template <class... S>
+struct strategy_set {
+  template <class F>
+  static void visit(std::string_view text, F&& f) {
+    visit_strategy<S...>(text, std::forward<F>(f));
+  }
+  static bool contains(const strategy_descriptor& d) { return ((S::descriptor == d) || ...); }
+};
+using compiled = strategy_set<DenseNative, DenseRing, DenseFP16, DenseFP16Feedback, DenseBF16, DenseTopK, DensePowerSGD,
+                              DensePartitioned, DenseTree, DenseHierarchical>;
+
 struct options {
   std::string data = "/usr/share/datasets/fashion-mnist";
   std::string strategy = "AllReduce<Ring>";
@@ -70,6 +84,8 @@ struct options {
   int keep_checkpoints = 3;
   int slow_down_ms = 0;  // sleep after every update (failure-recovery tests need a run that lasts)
   long stop_after = -1;  // end the run early, as if interrupted, keeping the schedule of the full run
+  std::string calibration;  // --strategy auto: the job's calibration (else measured at start)
+  int trials = 3;           // --strategy auto: plans timed before the fastest is kept
 };
 
 std::string to_text(const std::mt19937_64& engine) {
@@ -95,6 +111,61 @@ double sum_over_ranks(strata::mpi::context& ctx, double value) {
   auto request = ctx.control().iallreduce_sum(std::span<double>(&value, 1));
   ctx.control().wait(request);
   return value;
+}
+
+/// Median seconds of one update's synchronization of the MLP's gradients under S (every
+/// gradient ready, then step), over `steps` updates: a trial run.
+template <class S>
+double time_synchronization(strata::mpi::context& ctx, const options& o, int steps) {
+  fashion_mnist::mlp net;
+  using Vector = strata::vector_strategy_t<S>;
+  strata::model_of<S, Vector> model;
+  for (auto& t : net.tensors()) {
+    if (t.shape.size() == 2) model.add(strata::variable<S>(t.name, t.param, t.grad, {t.shape[0], t.shape[1]}));
+    else model.add(strata::variable<Vector>(t.name, t.param, t.grad, {t.shape[0]}));
+  }
+  strata::executor_options eo;
+  eo.buckets = {.first_bucket_bytes = static_cast<std::size_t>(o.first_bucket_mib * (1 << 20)),
+                .bucket_bytes = static_cast<std::size_t>(o.bucket_mib * (1 << 20))};
+  auto exec = strata::make_executor(ctx, model, strata::optim::sgd{.lr = 0.0f}, eo);
+  return strata::plan::slowest_rank_median(ctx.control(), steps, [&] { exec.step(); });
+}
+
+/// --strategy auto: the cost model's plan among the strategies this program was compiled
+/// with (one for the whole MLP), then trial runs of the best few; returns the fastest.
+std::string automatic_strategy(strata::mpi::context& ctx, const options& o) {
+  namespace plan = strata::plan;
+  const plan::cluster job{ctx.size(), ctx.local_size()};
+  plan::calibration calibration;
+  if (!o.calibration.empty()) {
+    calibration = plan::load(o.calibration);
+    calibration.check_matches(job, plan::host_layout(ctx.control()));
+  } else {
+    if (ctx.rank() == 0) fmt::print("--strategy auto: calibrating (give --calibration FILE from strata-calibrate to skip this)\n");
+    calibration = plan::calibrate(ctx);
+  }
+  fashion_mnist::mlp net;
+  std::vector<plan::variable_profile> variables;
+  for (auto& t : net.tensors()) variables.push_back({t.name, t.shape});
+  const plan::cost_model model(calibration, job, {},
+                               {.buckets = {.first_bucket_bytes = static_cast<std::size_t>(o.first_bucket_mib * (1 << 20)),
+                                            .bucket_bytes = static_cast<std::size_t>(o.bucket_mib * (1 << 20))}});
+  const plan::strategy_plan chosen =
+      plan::auto_strategy(variables, model, {.allow_parameter_server = false, .improvement_passes = 0, .offer = compiled::contains});
+  if (ctx.rank() == 0) fmt::print("--strategy auto: the cost model's plan\n{}", plan::describe(chosen, variables));
+  std::string fastest;
+  double fastest_s = INFINITY;
+  for (const plan::scored_plan& candidate : plan::trial_candidates(chosen, o.trials)) {
+    double seconds = 0.0;
+    compiled::visit(candidate.strategies.front(),
+                    [&]<class S>(std::type_identity<S>) { seconds = time_synchronization<S>(ctx, o, 10); });
+    if (ctx.rank() == 0)
+      fmt::print("  trial {:<40} predicted {:7.3f} ms, measured {:7.3f} ms\n", candidate.strategies.front(),
+                 1e3 * candidate.predicted_s, 1e3 * seconds);
+    if (seconds < fastest_s) fastest_s = seconds, fastest = candidate.strategies.front();
+  }
+  if (ctx.rank() == 0) fmt::print("--strategy auto: training with {}\n", fastest);
+  return fastest;
 }
 
 template <class Strategy>
@@ -257,7 +328,10 @@ int main(int argc, char** argv) {
   examples::strategy(app, "--strategy", o.strategy,
                  "one of: AllReduce<Native>, AllReduce<Tree>, AllReduce<Hierarchical>, AllReduce<Ring>, and AllReduce<Ring> "
                  "with FP16, FP16+ErrorFeedback, BF16, TopK<0.01>+ErrorFeedback, PowerSGD<4>+ErrorFeedback or Partition<0> "
-                 "(any order)");
+                 "(any order); or auto: the cost model's choice, refined by trial runs",
+                 true);
+  app.add_option("--calibration", o.calibration, "--strategy auto: this job's calibration (strata-calibrate --output)");
+  examples::number(app, "--trials", o.trials, 1, 10, "--strategy auto: plans timed before the fastest is kept");
   examples::number(app, "--epochs", o.epochs, 1, 10'000);
   examples::number(app, "--batch", o.global_batch, 1, 60'000, "global batch, split over ranks");
   examples::number(app, "--accumulate", o.accumulation, 1, 1024, "micro-batches per update");
@@ -284,9 +358,8 @@ int main(int argc, char** argv) {
                    "sleep after every update (to test recovery from a killed rank)");
   return examples::parse_and_run(ctx, app, argc, argv, "fashion_mnist", [&] {
     int status = 0;
-    strata::visit_strategy<DenseNative, DenseRing, DenseFP16, DenseFP16Feedback, DenseBF16, DenseTopK, DensePowerSGD,
-                           DensePartitioned, DenseTree, DenseHierarchical>(
-        o.strategy, [&]<class S>(std::type_identity<S>) { status = train<S>(ctx, o); });
+    if (o.strategy == "auto") o.strategy = automatic_strategy(ctx, o);
+    compiled::visit(o.strategy, [&]<class S>(std::type_identity<S>) { status = train<S>(ctx, o); });
     return status;
   });
 }

@@ -32,7 +32,7 @@ calibration synthetic() {
   c.native = {4 * alpha, 1 / beta};  // MPI's: twice the ring's latency
   c.tree = {alpha, 1 / beta};        // one round
   c.parameter_server = {50e-6, 1 / 2.5e9};
-  c.sparse_parameter_server = {50e-6, 1 / 2.5e9};
+  c.sparse_parameter_server = {200e-6, 1 / 2.5e9};  // a step's round trips to the servers
   c.sparse_allgather = {20e-6, 1 / beta};
   c.cast_bytes_per_s = 2e9;  // slower than the host's link: 16-bit gradients do not pay within a host
   c.created = "synthetic";
@@ -59,7 +59,22 @@ TEST_CASE("where it was calibrated, the model predicts what was measured", "[pla
   // the one-server line.
   const std::vector<variable_profile> one = {dense("w", 1024, 256)};
   CHECK(model.predict(one, std::vector<std::string>{"AllReduce<Ring>"}).total() == Approx(c.ring(one[0].bytes())));
-  CHECK(model.predict(one, std::vector<std::string>{"PS<1>"}).total() == Approx(c.parameter_server(one[0].bytes())));
+  CHECK(model.predict(one, std::vector<std::string>{"PS<1>"}).total() == Approx(c.parameter_server(one[0].bytes(), 1)));
+}
+
+TEST_CASE("between measured sizes the model follows the measured curve", "[plan]") {
+  calibration c = synthetic();
+  // Cheap per byte up to 1 MB (in cache), dearer beyond.
+  c.ring.curve = {{1e4, 20e-6}, {1e6, 0.2e-3}, {64e6, 30e-3}};
+  const cost_model model(c, c.measured_on);
+  CHECK(model.allreduce_seconds(collective_kind::ring, codec_kind::none, 1e6) == Approx(0.2e-3));
+  CHECK(model.allreduce_seconds(collective_kind::ring, codec_kind::none, 32.5e6) == Approx(0.2e-3 + (30e-3 - 0.2e-3) / 2));
+  CHECK(model.allreduce_seconds(collective_kind::ring, codec_kind::none, 1e3) == Approx(c.ring(1e3)));  // below: the line
+  // Carried to 16 ranks, the per-byte rate is the curve's at that size.
+  const cost_model sixteen(c, {16, 16});
+  const double beta_at = (30e-3 - c.ring.fixed_s) / 64e6;  // at p0 = 2: 2(p0-1)/p0 = 1
+  CHECK(sixteen.allreduce_seconds(collective_kind::ring, codec_kind::none, 64e6) ==
+        Approx(2 * 15 * alpha + 2.0 * 15 / 16 * 64e6 * beta_at));
 }
 
 TEST_CASE("the ring's shape carries a calibration to more ranks and to hosts", "[plan]") {
@@ -91,7 +106,7 @@ TEST_CASE("a bucket whose gradients are ready early hides behind the rest of bac
 
 TEST_CASE("small tensors go to Tree, large ones to the ring", "[plan]") {
   const cost_model model(synthetic(), {16, 16});
-  const auto_options exact{.allow_compression = false, .allow_parameter_server = false};
+  const auto_options exact{.compression = {}, .allow_parameter_server = false};
   const std::vector<variable_profile> small = {dense("bias.0", 1, 256), dense("bias.1", 1, 256)};
   const strategy_plan s = auto_strategy(small, model, exact);
   CHECK(chosen(s, 0).collective == collective_kind::tree);
@@ -105,7 +120,7 @@ TEST_CASE("small tensors go to Tree, large ones to the ring", "[plan]") {
   mixed.insert(mixed.end(), small.begin(), small.end());
   const strategy_plan m = auto_strategy(mixed, model, exact);
   CHECK(chosen(m, 0).collective == collective_kind::ring);
-  CHECK(m.predicted.total() <= m.uniform.front().second);
+  CHECK(m.predicted.total() <= m.uniform.front().predicted_s);
 }
 
 TEST_CASE("a sparse table goes to the parameter server or the all-gather by touched fraction and ranks", "[plan]") {
@@ -132,7 +147,7 @@ TEST_CASE("a slow link between hosts brings in compression or Hierarchical", "[p
   const strategy_plan slow = auto_strategy(v, cost_model(synthetic(), {16, 8}, link_class{20e-6, 1e9}), no_ps);
   const strategy_descriptor d = chosen(slow, 0);
   CHECK((d.codec != codec_kind::none || d.collective == collective_kind::hierarchical));
-  CHECK(slow.predicted.total() < slow.uniform.back().second);
+  CHECK(slow.predicted.total() < slow.uniform.back().predicted_s);
 }
 
 TEST_CASE("the plan's table names each choice and what it beat", "[plan]") {
@@ -144,6 +159,12 @@ TEST_CASE("the plan's table names each choice and what it beat", "[plan]") {
   CHECK_THAT(text, Catch::Contains(p.strategies[1]));
   CHECK_THAT(text, Catch::Contains(p.choices[0].alternatives.front().first));
   for (const std::string& s : p.strategies) CHECK(to_string(parse_strategy(s)) == s);  // canonical
+  // Trials: the automatic plan first, then distinct uniform plans, predicted best first.
+  const std::vector<scored_plan> trials = trial_candidates(p, 3);
+  REQUIRE(trials.size() == 3);
+  CHECK(trials[0].strategies == p.strategies);
+  CHECK(trials[1].strategies != trials[0].strategies);
+  CHECK(trials[1].predicted_s <= trials[2].predicted_s);
 }
 
 TEST_CASE("a calibration file round-trips, and a foreign one is refused with the difference", "[plan]") {
@@ -161,6 +182,25 @@ TEST_CASE("a calibration file round-trips, and a foreign one is refused with the
   CHECK_THROWS_WITH(back.check_matches({2, 2}, std::vector{2}, "nccl"), Catch::Contains("on the mpi backend"));
   std::filesystem::remove(file);
   CHECK_THROWS_WITH(load(file), Catch::Contains("make one with strata-calibrate"));
+}
+
+TEST_CASE("a fitted line separates per-row from per-byte costs, and drops terms that would be negative", "[plan]") {
+  // 5 us + 0.3 us per row + 2 GB/s, measured at two row widths.
+  std::vector<double> rows, bytes, seconds;
+  for (const double width : {256.0, 4.0})
+    for (const double n : {64.0, 1024.0, 8192.0}) {
+      rows.push_back(n);
+      bytes.push_back(n * width);
+      seconds.push_back(5e-6 + 0.3e-6 * n + n * width / 2e9);
+    }
+  const line l = line::fit(rows, bytes, seconds);
+  CHECK(l.fixed_s == Approx(5e-6).epsilon(1e-6));
+  CHECK(l.per_row_s == Approx(0.3e-6).epsilon(1e-6));
+  CHECK(l.per_byte_s == Approx(1 / 2e9).epsilon(1e-6));
+  // Times that fall as rows grow: no negative per-row cost, the best non-negative line instead.
+  const line flat = line::fit(std::vector{1.0, 2.0, 3.0}, std::vector{0.0, 0.0, 0.0}, std::vector{3e-3, 2e-3, 1e-3});
+  CHECK(flat.per_row_s == 0.0);
+  CHECK(flat.fixed_s > 0.0);
 }
 
 TEST_CASE("a fitted line keeps a small fixed cost under large sizes", "[plan]") {

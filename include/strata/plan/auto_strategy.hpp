@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -23,32 +24,42 @@
 namespace strata::plan {
 
 struct auto_options {
-  /// Offer Compress<FP16> and Compress<BF16> (16-bit gradients on the wire: lossy, though
-  /// training usually does not notice). TopK and PowerSGD are never chosen automatically.
-  bool allow_compression = true;
+  /// The codecs offered with every all-reduce algorithm (16-bit gradients on the wire: lossy,
+  /// though training usually does not notice); empty: none. TopK and PowerSGD change what is
+  /// learned and are never chosen automatically.
+  std::vector<std::string> compression = {"FP16", "BF16"};
   /// Offer the parameter server for dense variables.
   bool allow_parameter_server = true;
+  /// Moves of one variable at a time after the best uniform plan; 0 keeps that uniform plan
+  /// (for a program that gives all its variables one strategy).
   int improvement_passes = 4;
+  /// When set, only candidates it accepts are offered (e.g. the strategies a program was
+  /// compiled with).
+  std::function<bool(const strategy_descriptor&)> offer;
 };
 
 /// The strategies the search may give `v` on `c`, as canonical strings.
 inline std::vector<std::string> candidates(const variable_profile& v, const cluster& c, const auto_options& o = {}) {
   std::vector<std::string> out;
-  auto add = [&](const std::string& text) { out.push_back(to_string(parse_strategy(text))); };
+  auto add = [&](const std::string& text) {
+    const strategy_descriptor d = parse_strategy(text);
+    if (!o.offer || o.offer(d)) out.push_back(to_string(d));
+  };
   std::vector<int> shards = {1};
   for (int k = 2; k <= c.ranks && static_cast<std::size_t>(k) <= v.rows(); k *= 2) shards.push_back(k);
   if (v.sparse) {
     add("Replicate,AllReduce<Ring>,SparseRows");
     for (int k : shards) add(k == 1 ? "PS<1>,SparseRows" : fmt::format("PS<{}>,Partition<0>,SparseRows", k));
-    return out;
+  } else {
+    for (const char* algorithm : {"Ring", "Tree", "Hierarchical", "Native"}) {
+      add(fmt::format("Replicate,AllReduce<{}>", algorithm));
+      for (const std::string& codec : o.compression) add(fmt::format("Replicate,AllReduce<{}>,Compress<{}>", algorithm, codec));
+    }
+    if (o.allow_parameter_server)
+      for (int k : shards) add(k == 1 ? "PS<1>" : fmt::format("PS<{}>,Partition<0>", k));
   }
-  for (const char* algorithm : {"Ring", "Tree", "Hierarchical", "Native"}) {
-    add(fmt::format("Replicate,AllReduce<{}>", algorithm));
-    if (o.allow_compression)
-      for (const char* codec : {"FP16", "BF16"}) add(fmt::format("Replicate,AllReduce<{}>,Compress<{}>", algorithm, codec));
-  }
-  if (o.allow_parameter_server)
-    for (int k : shards) add(k == 1 ? "PS<1>" : fmt::format("PS<{}>,Partition<0>", k));
+  if (out.empty())
+    throw usage_error(fmt::format("auto_strategy: no candidate strategy for \"{}\" is offered; allow more (auto_options)", v.name));
   return out;
 }
 
@@ -59,12 +70,19 @@ struct variable_choice {
   std::vector<std::pair<std::string, double>> alternatives;
 };
 
+/// A whole plan and its predicted step.
+struct scored_plan {
+  std::string name;
+  std::vector<std::string> strategies;
+  double predicted_s = 0.0;
+};
+
 struct strategy_plan {
   std::vector<std::string> strategies;  ///< one canonical string per variable
   step_cost predicted;
   std::vector<variable_choice> choices;
   /// Plans giving every variable of a gradient form one strategy, predicted, best first.
-  std::vector<std::pair<std::string, double>> uniform;
+  std::vector<scored_plan> uniform;
 };
 
 namespace detail {
@@ -111,10 +129,10 @@ inline strategy_plan auto_strategy(std::span<const variable_profile> variables, 
       }
       const double seconds = model.predict(variables, uniform).total();
       const std::string name = first_dense && first_sparse ? d + " + " + s : first_dense ? d : s;
-      best.uniform.emplace_back(name, seconds);
       if (seconds < best_s) best_s = seconds, best.strategies = uniform;
+      best.uniform.push_back({name, std::move(uniform), seconds});
     }
-  std::ranges::stable_sort(best.uniform, {}, &std::pair<std::string, double>::second);
+  std::ranges::stable_sort(best.uniform, {}, &scored_plan::predicted_s);
 
   // Improvement: one variable at a time, to its best candidate given the others.
   current = detail::descriptors_of(best.strategies);
@@ -158,8 +176,9 @@ inline strategy_plan auto_strategy(std::span<const variable_profile> variables, 
   return best;
 }
 
-/// The plan as a table for people: variables that got the same strategy and the same
-/// runner-up are one row; each row says what the choice beat and by how much.
+/// The plan as a table for people: consecutive variables that got the same strategy are one
+/// row; each row says what the choice beat and by how much (for the variable of the row
+/// whose runner-up would cost most).
 inline std::string describe(const strategy_plan& plan, std::span<const variable_profile> variables) {
   const double step_ms = 1e3 * plan.predicted.total();
   std::string out = fmt::format("predicted synchronization per step: {:.3f} ms (all-reduce {:.3f} ms, parameter server {:.3f} ms)\n",
@@ -175,12 +194,13 @@ inline std::string describe(const strategy_plan& plan, std::span<const variable_
   for (std::size_t i = 0; i < variables.size(); ++i) {
     const variable_choice& c = plan.choices[i];
     const std::string runner_up = c.alternatives.empty() ? std::string("-") : c.alternatives.front().first;
-    if (rows.empty() || rows.back().strategy != c.strategy || rows.back().runner_up != runner_up)
-      rows.push_back({variables[i].name, c.strategy, runner_up, 0, 0.0, 0.0});
+    if (rows.empty() || rows.back().strategy != c.strategy) rows.push_back({variables[i].name, c.strategy, "-", 0, 0.0, 0.0});
     row& r = rows.back();
     ++r.count;
     r.mib += variables[i].bytes() / (1 << 20);
-    if (!c.alternatives.empty()) r.runner_up_ms = std::max(r.runner_up_ms, 1e3 * c.alternatives.front().second);
+    // The runner-up that would cost most: the row's strongest reason.
+    if (!c.alternatives.empty() && 1e3 * c.alternatives.front().second > r.runner_up_ms)
+      r.runner_up = runner_up, r.runner_up_ms = 1e3 * c.alternatives.front().second;
   }
   for (const row& r : rows)
     out += fmt::format("  {:<34} {:>5} {:>10.3f}  {:<40} {}\n", r.count > 1 ? r.first + " ..." : r.first, r.count, r.mib,
@@ -190,7 +210,18 @@ inline std::string describe(const strategy_plan& plan, std::span<const variable_
                                                         r.runner_up_ms - step_ms));
   out += "  uniform plans (every variable of a gradient form on one strategy), predicted:\n";
   for (std::size_t i = 0; i < plan.uniform.size() && i < 5; ++i)
-    out += fmt::format("    {:>9.3f} ms  {}\n", 1e3 * plan.uniform[i].second, plan.uniform[i].first);
+    out += fmt::format("    {:>9.3f} ms  {}\n", 1e3 * plan.uniform[i].predicted_s, plan.uniform[i].name);
+  return out;
+}
+
+/// The plans worth a trial run (AutoDist's low-shot trials): the automatic plan, then the
+/// best uniform plans that differ from it, `k` in all at most. Time a few steps of each and
+/// keep the fastest: the trial corrects what the model gets wrong about this machine.
+inline std::vector<scored_plan> trial_candidates(const strategy_plan& plan, int k) {
+  std::vector<scored_plan> out = {{"auto", plan.strategies, plan.predicted.total()}};
+  for (const scored_plan& u : plan.uniform)
+    if (static_cast<int>(out.size()) < k && std::ranges::none_of(out, [&](const scored_plan& o) { return o.strategies == u.strategies; }))
+      out.push_back(u);
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include <map>
 #include <numeric>
 #include <span>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -28,19 +29,19 @@
 namespace strata::plan {
 
 struct calibrate_options {
-  int repeats = 15;  ///< timed steps per size (the median counts), after 2 untimed ones
-  std::vector<double> allreduce_bytes = {16 << 10, 256 << 10, 4 << 20, 16 << 20};
-  std::vector<double> parameter_server_bytes = {16 << 10, 256 << 10, 4 << 20};
-  std::vector<std::size_t> sparse_rows_touched = {64, 1024, 8192};  ///< of a 65536 x 64 table
+  int repeats = 9;  ///< timed steps per size (the median counts), after 2 untimed ones
+  std::vector<double> allreduce_bytes = {64 << 10, 1 << 20, 16 << 20, 64 << 20};
+  std::vector<double> parameter_server_bytes = {64 << 10, 1 << 20, 16 << 20, 64 << 20};
+  std::vector<std::size_t> sparse_rows_touched = {256, 2048, 8192};  ///< per rank, of 2^18-row tables
   /// Called with what is being measured (progress on long runs); may be empty.
   std::function<void(const std::string&)> progress;
 };
 
-namespace detail {
-
-/// Median seconds of `repeats` calls of `f`, each between barriers of `control`.
+/// Median seconds of `repeats` calls of `f` (after two untimed ones), each between barriers
+/// of `control`, as the slowest rank saw it: a step ends when its last rank is done.
+/// Collective. What calibration and trial runs time steps with.
 template <class Control, class F>
-double median_seconds(Control& control, int repeats, F&& f) {
+double slowest_rank_median(Control& control, int repeats, F&& f) {
   f();
   f();
   std::vector<double> seconds;
@@ -50,54 +51,102 @@ double median_seconds(Control& control, int repeats, F&& f) {
     f();
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  // Every rank takes the slowest rank's time: a step ends when its last rank is done.
   double mine = seconds.empty() ? 0.0 : (std::ranges::sort(seconds), seconds[seconds.size() / 2]);
   std::vector<double> all(static_cast<std::size_t>(control.size()));
   control.allgather(std::span<const double>(&mine, 1), std::span<double>(all));
   return *std::ranges::max_element(all);
 }
 
-/// The line through one variable's steps under strategy S at each of `sizes` bytes.
+namespace detail {
+
+/// The line through steps under strategy S of one bucket of `sizes` bytes, made of 8
+/// variables as a model's buckets are (a bucket of several buffers is what the algorithms
+/// see: MPI's copies it into one, the ring reads it in place).
 template <class S, CommContext Context>
 line fit_dense(Context& ctx, const std::vector<double>& sizes, int repeats) {
+  constexpr std::size_t variables = 8, cols = 256;
   std::vector<double> bytes, seconds;
   for (const double size : sizes) {
-    const std::size_t cols = 256, rows = std::max<std::size_t>(1, static_cast<std::size_t>(size) / sizeof(float) / cols);
-    std::vector<float> param(rows * cols, 0.5f), grad(rows * cols, 1e-3f);
-    auto m = make_model(variable<S>("calibration", param, grad, {rows, cols}));
-    auto exec = make_executor(ctx, m, optim::sgd{.lr = 1e-6f});
-    bytes.push_back(static_cast<double>(param.size() * sizeof(float)));
-    seconds.push_back(median_seconds(ctx.control(), repeats, [&] { exec.step(); }));
+    const std::size_t rows = std::max<std::size_t>(1, static_cast<std::size_t>(size) / sizeof(float) / cols / variables);
+    std::vector<std::vector<float>> params(variables, std::vector<float>(rows * cols, 0.5f));
+    std::vector<std::vector<float>> grads(variables, std::vector<float>(rows * cols, 1e-3f));
+    model<S> m;
+    for (std::size_t v = 0; v < variables; ++v)
+      m.add(variable<S>(fmt::format("calibration.{}", v), params[v], grads[v], {rows, cols}));
+    executor_options options;
+    const std::size_t total = variables * rows * cols * sizeof(float);
+    options.buckets = {.first_bucket_bytes = total, .bucket_bytes = total};  // one bucket
+    auto exec = make_executor(ctx, m, optim::sgd{.lr = 1e-6f}, options);
+    bytes.push_back(static_cast<double>(total));
+    seconds.push_back(slowest_rank_median(ctx.control(), repeats, [&] { exec.step(); }));
   }
-  return line::fit(bytes, seconds);
+  line l = line::fit(bytes, seconds);
+  for (std::size_t i = 0; i < bytes.size(); ++i) l.curve.emplace_back(bytes[i], seconds[i]);
+  std::ranges::sort(l.curve);
+  return l;
 }
 
-/// The line through a 65536 x 64 table's sparse steps under S (pull the rows, push their
-/// gradient, step) against the bytes of the rows each rank touches.
+/// The parameter server's line, from steps of m variables of n bytes in all, spread over
+/// every rank's server as the executor spreads them (every server busy at once, as in
+/// training, where servers share the cores with the workers): against the busiest server's
+/// shards (the line's per-row term: every worker's push and pull of each) and bytes, with
+/// the curve of the 8-variable steps by those bytes.
+template <CommContext Context>
+line fit_parameter_server(Context& ctx, const std::vector<double>& sizes, int repeats) {
+  std::vector<std::pair<std::size_t, double>> shapes;  // (variables, bytes in all)
+  for (const double size : sizes) shapes.emplace_back(8, size);
+  for (const std::size_t m : {32, 128}) shapes.emplace_back(m, sizes.front() * static_cast<double>(m) / 8);
+  std::vector<double> shards, bytes, seconds;
+  for (const auto& [m, size] : shapes) {
+    const std::size_t cols = 256, rows = std::max<std::size_t>(1, static_cast<std::size_t>(size) / sizeof(float) / cols / m);
+    std::vector<std::vector<float>> params(m, std::vector<float>(rows * cols, 0.5f)), grads(m, std::vector<float>(rows * cols, 1e-3f));
+    model<Strategy<PS<1>>> mdl;
+    for (std::size_t v = 0; v < m; ++v)
+      mdl.add(variable<Strategy<PS<1>>>(fmt::format("calibration.{}", v), params[v], grads[v], {rows, cols}));
+    auto exec = make_executor(ctx, mdl, optim::sgd{.lr = 1e-6f});
+    const sync::ps::plan& placed = *exec.parameter_server_plan();
+    std::vector<double> hosted(static_cast<std::size_t>(ctx.control().size()), 0.0);
+    for (const sync::ps::variable_plan& v : placed.variables)
+      for (const sync::ps::shard_plan& shard : v.shards) hosted[static_cast<std::size_t>(shard.host)] += 1.0;
+    shards.push_back(*std::ranges::max_element(hosted));
+    bytes.push_back(static_cast<double>(*std::ranges::max_element(placed.bytes_per_rank)));
+    seconds.push_back(slowest_rank_median(ctx.control(), repeats, [&] { exec.step(); }));
+  }
+  line l = line::fit(shards, bytes, seconds);
+  for (std::size_t i = 0; i < sizes.size(); ++i) l.curve.emplace_back(bytes[i], seconds[i]);
+  std::ranges::sort(l.curve);
+  return l;
+}
+
+/// The line through sparse steps under S (pull the rows, push their gradient, step) of a
+/// 2^18-row table of rows of 64 floats and of one float, at each count of rows touched per
+/// rank: against the rows (sorting and combining them costs per row) and their bytes.
 template <class S, CommContext Context>
 line fit_sparse(Context& ctx, const std::vector<std::size_t>& touched, int repeats) {
-  constexpr std::size_t rows = 65536, width = 64;
-  std::vector<float> table(rows * width, 0.5f), grad(rows * width, 0.0f);
-  auto m = make_model(variable<S>("calibration", table, grad, {rows, width}));
-  auto exec = make_executor(ctx, m, optim::sgd{.lr = 1e-6f});
-  std::vector<double> bytes, seconds;
-  for (const std::size_t n : touched) {
-    std::vector<std::uint32_t> picked(std::min(n, rows));
-    // Spread over the table, different on each rank, as a batch's embedding lookups are.
-    for (std::size_t i = 0; i < picked.size(); ++i)
-      picked[i] = static_cast<std::uint32_t>((i * 7919 + static_cast<std::size_t>(ctx.control().rank()) * 104729) % rows);
-    std::ranges::sort(picked);
-    const auto last = std::ranges::unique(picked);
-    picked.erase(last.begin(), last.end());
-    std::vector<float> values(picked.size() * width, 1e-3f);
-    bytes.push_back(static_cast<double>(values.size() * sizeof(float)));
-    seconds.push_back(median_seconds(ctx.control(), repeats, [&] {
-      exec.pull(variable_id{0}, picked);
-      exec.sparse_gradient(variable_id{0}, picked, values);
-      exec.step();
-    }));
+  constexpr std::size_t rows = std::size_t{1} << 18;
+  std::vector<double> row_counts, bytes, seconds;
+  for (const std::size_t width : {std::size_t{64}, std::size_t{1}}) {
+    std::vector<float> table(rows * width, 0.5f);
+    auto m = make_model(variable<S>("calibration", table, {}, {rows, width}));
+    auto exec = make_executor(ctx, m, optim::sgd{.lr = 1e-6f});
+    for (const std::size_t n : touched) {
+      std::vector<std::uint32_t> picked(std::min(n, rows));
+      // Spread over the table, different on each rank, as a batch's embedding lookups are.
+      for (std::size_t i = 0; i < picked.size(); ++i)
+        picked[i] = static_cast<std::uint32_t>((i * 7919 + static_cast<std::size_t>(ctx.control().rank()) * 104729) % rows);
+      std::ranges::sort(picked);
+      picked.erase(std::ranges::unique(picked).begin(), picked.end());
+      std::vector<float> values(picked.size() * width, 1e-3f);
+      row_counts.push_back(static_cast<double>(picked.size()));
+      bytes.push_back(static_cast<double>(values.size() * sizeof(float)));
+      seconds.push_back(slowest_rank_median(ctx.control(), repeats, [&] {
+        exec.pull(variable_id{0}, picked);
+        exec.sparse_gradient(variable_id{0}, picked, values);
+        exec.step();
+      }));
+    }
   }
-  return line::fit(bytes, seconds);
+  return line::fit(row_counts, bytes, seconds);
 }
 
 /// Half a round trip of `bytes` between ranks `a` and `b` (the others wait), median.
@@ -121,7 +170,7 @@ double one_way_seconds(Comm& comm, int a, int b, std::size_t bytes, int repeats)
       comm.wait(s);
     }
   };
-  return median_seconds(comm, repeats, exchange) / 2;
+  return slowest_rank_median(comm, repeats, exchange) / 2;
 }
 
 template <class Comm>
@@ -198,7 +247,7 @@ calibration calibrate(Context& ctx, const calibrate_options& o = {}) {
   say("all-reduce: Native");
   c.native = detail::fit_dense<Strategy<AllReduce<Native>>>(ctx, o.allreduce_bytes, o.repeats);
   say("parameter server: dense");
-  c.parameter_server = detail::fit_dense<Strategy<PS<1>>>(ctx, o.parameter_server_bytes, o.repeats);
+  c.parameter_server = detail::fit_parameter_server(ctx, o.parameter_server_bytes, o.repeats);
   say("parameter server: sparse rows");
   c.sparse_parameter_server = detail::fit_sparse<Strategy<PS<1>, SparseRows>>(ctx, o.sparse_rows_touched, o.repeats);
   say("replicated sparse rows: all-gather");

@@ -9,8 +9,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -39,39 +41,98 @@ struct link_class {
   double seconds_per_byte() const { return known() ? 1.0 / bytes_per_s : 0.0; }
 };
 
-/// seconds = fixed_s + per_byte_s * bytes: a cost fitted to measurements.
+/// seconds = fixed_s + per_row_s * rows + per_byte_s * bytes: a cost fitted to measurements
+/// (rows: the rows of a sparse table moved; 0 for dense variables).
 struct line {
   double fixed_s = 0.0;
   double per_byte_s = 0.0;
-  double operator()(double bytes) const { return fixed_s + per_byte_s * bytes; }
+  double per_row_s = 0.0;
+  /// The measurements of a dense family, (bytes, seconds) by bytes: see at().
+  std::vector<std::pair<double, double>> curve = {};
+  double operator()(double bytes, double rows = 0.0) const { return fixed_s + per_byte_s * bytes + per_row_s * rows; }
 
-  /// The line through (bytes, seconds) with the least relative error (least squares
-  /// weighted by 1/seconds^2: a 16 KiB point counts as much as a 16 MiB one, so the fixed
-  /// cost is not lost under the large sizes' bytes), neither coefficient below zero.
+  /// Seconds at `bytes` of a dense family: along the measured curve between its sizes (a
+  /// bucket that fits in cache costs less per byte than one streamed from memory, which one
+  /// line cannot say), beyond the largest along its last segment, below the smallest the line.
+  double at(double bytes) const {
+    if (curve.size() < 2 || bytes <= curve.front().first) return (*this)(bytes);
+    std::size_t k = 1;
+    while (k + 1 < curve.size() && bytes > curve[k].first) ++k;
+    const auto [b0, s0] = curve[k - 1];
+    const auto [b1, s1] = curve[k];
+    return std::max(0.0, s0 + (s1 - s0) * (bytes - b0) / (b1 - b0));
+  }
+
+  /// The line through (bytes, seconds) with the least relative error; see fit below.
   static line fit(std::span<const double> bytes, std::span<const double> seconds) {
-    double s = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-    for (std::size_t i = 0; i < bytes.size(); ++i) {
-      const double w = seconds[i] > 0 ? 1.0 / (seconds[i] * seconds[i]) : 0.0;
-      s += w;
-      sx += w * bytes[i];
-      sy += w * seconds[i];
-      sxx += w * bytes[i] * bytes[i];
-      sxy += w * bytes[i] * seconds[i];
+    return fit(std::vector<double>(bytes.size(), 0.0), bytes, seconds);
+  }
+
+  /// The line through (rows, bytes, seconds) with the least relative error (least squares
+  /// weighted by 1/seconds^2: a 16 KiB point counts as much as a 16 MiB one, so the fixed
+  /// cost is not lost under the large sizes' bytes), no coefficient below zero: of the lines
+  /// through any subset of the three terms whose coefficients are all non-negative, the one
+  /// that fits best.
+  static line fit(std::span<const double> rows, std::span<const double> bytes, std::span<const double> seconds) {
+    line best;
+    double best_error = INFINITY;
+    for (unsigned terms = 1; terms < 8; ++terms) {  // bit 0: fixed, 1: per row, 2: per byte
+      const std::optional<line> l = fit_terms(terms, rows, bytes, seconds);
+      if (!l) continue;
+      double error = 0.0;
+      for (std::size_t i = 0; i < seconds.size(); ++i) {
+        const double relative = ((*l)(bytes[i], rows[i]) - seconds[i]) / seconds[i];
+        error += relative * relative;
+      }
+      if (error < best_error * (1 - 1e-12)) best_error = error, best = *l;
+    }
+    return best;
+  }
+
+ private:
+  // Weighted least squares over the chosen terms (normal equations, Gaussian elimination);
+  // nullopt if singular or if a coefficient comes out negative.
+  static std::optional<line> fit_terms(unsigned terms, std::span<const double> rows, std::span<const double> bytes,
+                                       std::span<const double> seconds) {
+    std::vector<int> used;
+    for (int t = 0; t < 3; ++t)
+      if (terms & (1u << t)) used.push_back(t);
+    const std::size_t k = used.size();
+    auto feature = [&](int t, std::size_t i) { return t == 0 ? 1.0 : t == 1 ? rows[i] : bytes[i]; };
+    std::vector<std::vector<double>> a(k, std::vector<double>(k + 1, 0.0));  // [A | b]
+    for (std::size_t i = 0; i < seconds.size(); ++i) {
+      if (!(seconds[i] > 0)) continue;
+      const double w = 1.0 / (seconds[i] * seconds[i]);
+      for (std::size_t r = 0; r < k; ++r) {
+        for (std::size_t c = 0; c < k; ++c) a[r][c] += w * feature(used[r], i) * feature(used[c], i);
+        a[r][k] += w * feature(used[r], i) * seconds[i];
+      }
+    }
+    for (std::size_t c = 0; c < k; ++c) {
+      std::size_t pivot = c;
+      for (std::size_t r = c + 1; r < k; ++r)
+        if (std::abs(a[r][c]) > std::abs(a[pivot][c])) pivot = r;
+      if (std::abs(a[pivot][c]) < 1e-300) return std::nullopt;
+      std::swap(a[c], a[pivot]);
+      for (std::size_t r = 0; r < k; ++r)
+        if (r != c) {
+          const double f = a[r][c] / a[c][c];
+          for (std::size_t j = c; j <= k; ++j) a[r][j] -= f * a[c][j];
+        }
     }
     line l;
-    if (s == 0) return l;
-    const double spread = s * sxx - sx * sx;
-    l.per_byte_s = spread > 0 ? (s * sxy - sx * sy) / spread : 0.0;
-    l.fixed_s = (sy - l.per_byte_s * sx) / s;
-    if (l.per_byte_s < 0) l = {sy / s, 0.0};                        // flat: the mean
-    else if (l.fixed_s < 0) l = {0.0, sxx > 0 ? sxy / sxx : 0.0};  // through the origin
+    for (std::size_t r = 0; r < k; ++r) {
+      const double x = a[r][k] / a[r][r];
+      if (!(x >= 0) || !std::isfinite(x)) return std::nullopt;
+      (used[r] == 0 ? l.fixed_s : used[r] == 1 ? l.per_row_s : l.per_byte_s) = x;
+    }
     return l;
   }
 };
 
 /// A machine's costs, as measured on `measured_on`.
 struct calibration {
-  static constexpr int format_version = 1;
+  static constexpr int format_version = 3;
   std::string backend = "mpi";
   cluster measured_on;
   std::vector<int> ranks_per_host;  ///< the layout measured: ranks on each host, in host order
@@ -80,9 +141,11 @@ struct calibration {
   // One synchronization of a variable (or fusion bucket) of n fp32 gradient bytes, on
   // measured_on.ranks ranks, through the executor:
   line ring, tree, hierarchical, native;  ///< Replicate, AllReduce<...>
-  line parameter_server;                  ///< PS<1> BSP, dense: push, apply, pull, every worker on one server
-  line sparse_parameter_server;           ///< PS<1> BSP, SparseRows: n = bytes of the rows each worker touches
-  line sparse_allgather;                  ///< Replicate, AllReduce, SparseRows: n = bytes of each rank's rows
+  /// PS<1> BSP, dense, every shard on one server: per step, per shard (the per-row term: each
+  /// worker's push and pull of it) and per byte
+  line parameter_server;
+  line sparse_parameter_server;           ///< PS<1> BSP, SparseRows: the rows each worker touches, and their bytes
+  line sparse_allgather;                  ///< Replicate, AllReduce, SparseRows: each rank's rows and their bytes
   double cast_bytes_per_s = 0.0;          ///< fp32 bytes encoded to 16 bits and decoded back, per second
   std::string created;                    ///< when and where, for people
 
@@ -107,10 +170,14 @@ inline void from_json(const nlohmann::json& j, link_class& l) {
   j.at("latency_s").get_to(l.latency_s);
   j.at("bytes_per_s").get_to(l.bytes_per_s);
 }
-inline void to_json(nlohmann::json& j, const line& l) { j = {{"fixed_s", l.fixed_s}, {"per_byte_s", l.per_byte_s}}; }
+inline void to_json(nlohmann::json& j, const line& l) {
+  j = {{"fixed_s", l.fixed_s}, {"per_byte_s", l.per_byte_s}, {"per_row_s", l.per_row_s}, {"curve", l.curve}};
+}
 inline void from_json(const nlohmann::json& j, line& l) {
   j.at("fixed_s").get_to(l.fixed_s);
   j.at("per_byte_s").get_to(l.per_byte_s);
+  j.at("per_row_s").get_to(l.per_row_s);
+  j.at("curve").get_to(l.curve);
 }
 
 inline void to_json(nlohmann::json& j, const calibration& c) {
@@ -150,6 +217,25 @@ inline void from_json(const nlohmann::json& j, calibration& c) {
   j.at("sparse_allgather").get_to(c.sparse_allgather);
   j.at("cast_bytes_per_s").get_to(c.cast_bytes_per_s);
   j.at("created").get_to(c.created);
+}
+
+/// The calibration for people: links, then each family's fixed cost and rates.
+inline std::string describe(const calibration& c) {
+  auto us = [](double s) { return 1e6 * s; };
+  std::string out = fmt::format("calibration of {}\n  within a host: {:.1f} us, {:.2f} GB/s", c.created, us(c.within_host.latency_s),
+                                c.within_host.bytes_per_s / 1e9);
+  if (c.across_hosts.known())
+    out += fmt::format("; across hosts: {:.1f} us, {:.2f} GB/s", us(c.across_hosts.latency_s), c.across_hosts.bytes_per_s / 1e9);
+  out += "\n";
+  for (const auto& [name, l] : {std::pair{"ring", c.ring}, {"tree", c.tree}, {"hierarchical", c.hierarchical}, {"native", c.native},
+                                {"parameter server", c.parameter_server}, {"sparse parameter server", c.sparse_parameter_server},
+                                {"sparse all-gather", c.sparse_allgather}}) {
+    out += fmt::format("  {:<24} {:8.1f} us + bytes at {:6.2f} GB/s", name, us(l.fixed_s),
+                       l.per_byte_s > 0 ? 1e-9 / l.per_byte_s : 0.0);
+    if (l.per_row_s > 0) out += fmt::format(" + {:.3f} us per row", us(l.per_row_s));
+    out += "\n";
+  }
+  return out + fmt::format("  16-bit casts             {:.2f} GB/s of fp32\n", c.cast_bytes_per_s / 1e9);
 }
 
 /// Writes `c` to `file` as JSON.

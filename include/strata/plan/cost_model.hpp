@@ -13,13 +13,16 @@
 //     Tree           rounds(p) (alpha + n beta), rounds(p) = floor(log2 p) (+2 unless p is 2^k)
 //     Hierarchical   2(r-1) alpha + 2(r-1)/r n beta within a host of r ranks,
 //                    + 2(h-1) alpha_x + 2(h-1)/h n beta_x across hosts
-//   where alpha and beta come from the fitted line at the calibration's p0 ranks (e.g. for
-//   the ring, alpha = fixed / 2(p0-1)); Compress<FP16|BF16> halves n on the wire and adds n
-//   over the measured cast rate;
+//   where alpha comes from the fitted line's fixed cost at the calibration's p0 ranks (e.g.
+//   for the ring, alpha = fixed / 2(p0-1)) and beta from the measured curve at n bytes (a
+//   bucket in cache moves faster than one from memory); Compress<FP16|BF16> halves n on the
+//   wire and adds n over the measured cast rate;
 // - parameter-server shards are placed as the executor places them (sync::ps::next_server);
-//   each server costs, per step, its shards' requests and bytes from every worker, at the
-//   per-worker rates of the calibration's one-server measurement, plus its remote workers'
-//   bytes over the cross-host link; the step waits for the busiest server;
+//   a step costs the calibration's fixed cost once, and each server, per step, its shards'
+//   requests and bytes from every worker, at the per-worker rates of the calibration's
+//   one-server measurement (dense: per shard and per byte), plus its remote workers'
+//   bytes over the cross-host link; the step waits for the busiest server; sparse rows cost
+//   per row (sorting, combining) and per byte;
 // - replicated SparseRows tables all-gather every rank's touched rows.
 // Parts add: the training thread waits for its synchronizers one after another.
 #include <algorithm>
@@ -57,7 +60,9 @@ struct variable_profile {
   }
   std::size_t rows() const { return shape.empty() ? 1 : shape[0]; }
   double bytes() const { return static_cast<double>(elements()) * sizeof(float); }
-  /// Bytes of the rows one rank touches per step (sparse), or of the whole gradient.
+  /// Rows one rank touches per step (sparse; 0 for a dense gradient), and their bytes (or
+  /// the whole gradient's).
+  double touched_rows() const { return sparse ? static_cast<double>(rows()) * std::clamp(touched_fraction, 0.0, 1.0) : 0.0; }
   double touched_bytes() const { return sparse ? bytes() * std::clamp(touched_fraction, 0.0, 1.0) : bytes(); }
 };
 
@@ -133,10 +138,15 @@ class cost_model {
   }
 
  private:
+  /// What a byte of an n-byte bucket cost beyond the fixed cost, where it was measured.
+  static double per_byte_at(const line& l, double bytes) {
+    return bytes > 0 ? std::max(0.0, l.at(bytes) - l.fixed_s) / bytes : l.per_byte_s;
+  }
+
   // Ring-shaped: 2(p-1) latencies and 2(p-1)/p of the bytes, at the line's rates per link.
   double ring_shaped(const line& l, int p, bool crosses_hosts, double bytes) const {
     const int p0 = c_.measured_on.ranks;
-    double alpha = l.fixed_s / (2.0 * (p0 - 1)), beta = l.per_byte_s * p0 / (2.0 * (p0 - 1));
+    double alpha = l.fixed_s / (2.0 * (p0 - 1)), beta = per_byte_at(l, bytes) * p0 / (2.0 * (p0 - 1));
     if (crosses_hosts) alpha = std::max(alpha, across_.latency_s), beta = std::max(beta, across_.seconds_per_byte());
     return 2.0 * (p - 1) * alpha + 2.0 * (p - 1) / p * bytes * beta;
   }
@@ -148,7 +158,7 @@ class cost_model {
 
   double tree_shaped(double bytes) const {
     const int rounds0 = tree_rounds(c_.measured_on.ranks), rounds = tree_rounds(target_.ranks);
-    const double alpha = c_.tree.fixed_s / rounds0, beta = c_.tree.per_byte_s / rounds0;
+    const double alpha = c_.tree.fixed_s / rounds0, beta = per_byte_at(c_.tree, bytes) / rounds0;
     const int h = target_.hosts();
     const int across = h > 1 ? static_cast<int>(std::ceil(std::log2(h))) : 0;  // rounds whose partners are on other hosts
     return (rounds - across) * (alpha + bytes * beta) +
@@ -207,22 +217,24 @@ class cost_model {
     const double others = static_cast<double>(p - 1) / (p0 - 1);  // every other rank's rows come in
     const double bytes = v.touched_bytes();
     const double remote = target_.hosts() > 1 ? (p - target_.ranks_on_a_host()) * bytes * across_.seconds_per_byte() : 0.0;
-    return others * c_.sparse_allgather(bytes) + remote;
+    return others * c_.sparse_allgather(bytes, v.touched_rows()) + remote;
   }
 
   // Each shard on its server, as the executor places them; per server, every worker's
-  // request and bytes for each shard it hosts; the busiest server sets the time.
+  // requests and bytes for the shards it hosts (dense bytes at the measured curve's rate for
+  // the server's whole load); the busiest server sets the time.
   double parameter_server_seconds(std::span<const variable_profile> variables,
                                   std::span<const strategy_descriptor> strategies) const {
     const int p = target_.ranks, p0 = c_.measured_on.ranks;
-    std::vector<std::size_t> held(static_cast<std::size_t>(p), 0);
-    std::vector<double> busy(static_cast<std::size_t>(p), 0.0);
-    bool any = false;
+    const auto servers = static_cast<std::size_t>(p);
+    std::vector<std::size_t> held(servers, 0);
+    std::vector<double> shards(servers, 0.0), dense_bytes(servers, 0.0), sparse_busy(servers, 0.0), remote(servers, 0.0);
+    double fixed = 0.0;  // once per step: the slowest family's
     const double workers = static_cast<double>(p) / p0;  // the one-server lines hold p0 workers' share
+    const int remote_workers = p - target_.ranks_on_a_host();
     for (std::size_t i = 0; i < variables.size(); ++i) {
       const strategy_descriptor& s = strategies[i];
       if (s.placement != placement_kind::ps) continue;
-      any = true;
       const variable_profile& v = variables[i];
       const int parts = s.partitioned() ? s.ps_shards : 1;
       for (const sync::part_layout& part : sync::partition_layout(v.shape, v.elements(), s.partition_axis, parts)) {
@@ -230,13 +242,25 @@ class cost_model {
         held[host] += part.elements() * sizeof(float);
         const double share = static_cast<double>(part.elements()) / static_cast<double>(std::max<std::size_t>(v.elements(), 1));
         const double bytes = v.touched_bytes() * share;
-        const line& l = v.sparse ? c_.sparse_parameter_server : c_.parameter_server;
-        const int remote_workers = p - target_.ranks_on_a_host();
-        busy[host] += workers * l(bytes) +
-                      (target_.hosts() > 1 ? 2.0 * remote_workers * bytes * across_.seconds_per_byte() : 0.0);
+        if (v.sparse) {
+          const line& l = c_.sparse_parameter_server;
+          fixed = std::max(fixed, l.fixed_s);
+          sparse_busy[host] += workers * (l.per_row_s * v.touched_rows() * share + l.per_byte_s * bytes);
+        } else {
+          fixed = std::max(fixed, c_.parameter_server.fixed_s);
+          shards[host] += 1.0;
+          dense_bytes[host] += bytes;
+        }
+        remote[host] += target_.hosts() > 1 ? 2.0 * remote_workers * bytes * across_.seconds_per_byte() : 0.0;
       }
     }
-    return any ? *std::ranges::max_element(busy) : 0.0;
+    double busiest = 0.0;
+    for (std::size_t h = 0; h < servers; ++h) {
+      const line& l = c_.parameter_server;
+      const double dense = workers * (l.per_row_s * shards[h] + per_byte_at(l, dense_bytes[h]) * dense_bytes[h]);
+      busiest = std::max(busiest, dense + sparse_busy[h] + remote[h]);
+    }
+    return fixed + busiest;
   }
 
   calibration c_;
