@@ -113,20 +113,35 @@ double sum_over_ranks(strata::mpi::context& ctx, double value) {
   return value;
 }
 
+strata::sync::bucket_options buckets_of(const options& o) {
+  return {.first_bucket_bytes = static_cast<std::size_t>(o.first_bucket_mib * (1 << 20)),
+          .bucket_bytes = static_cast<std::size_t>(o.bucket_mib * (1 << 20))};
+}
+
+/// The MLP's tensors as variables under Strategy (biases under its vector form: PowerSGD
+/// compresses matrices only), in the model and in `ids`.
+template <class Strategy>
+auto declare_model(fashion_mnist::mlp& net, std::vector<strata::variable_id>& ids) {
+  using Vector = strata::vector_strategy_t<Strategy>;
+  strata::model_of<Strategy, Vector> model;
+  for (auto& t : net.tensors()) {
+    if (t.shape.size() == 2)
+      ids.push_back(model.add(strata::variable<Strategy>(t.name, t.param, t.grad, {t.shape[0], t.shape[1]})));
+    else
+      ids.push_back(model.add(strata::variable<Vector>(t.name, t.param, t.grad, {t.shape[0]})));
+  }
+  return model;
+}
+
 /// Median seconds of one update's synchronization of the MLP's gradients under S (every
 /// gradient ready, then step), over `steps` updates: a trial run.
 template <class S>
 double time_synchronization(strata::mpi::context& ctx, const options& o, int steps) {
   fashion_mnist::mlp net;
-  using Vector = strata::vector_strategy_t<S>;
-  strata::model_of<S, Vector> model;
-  for (auto& t : net.tensors()) {
-    if (t.shape.size() == 2) model.add(strata::variable<S>(t.name, t.param, t.grad, {t.shape[0], t.shape[1]}));
-    else model.add(strata::variable<Vector>(t.name, t.param, t.grad, {t.shape[0]}));
-  }
+  std::vector<strata::variable_id> ids;
+  auto model = declare_model<S>(net, ids);
   strata::executor_options eo;
-  eo.buckets = {.first_bucket_bytes = static_cast<std::size_t>(o.first_bucket_mib * (1 << 20)),
-                .bucket_bytes = static_cast<std::size_t>(o.bucket_mib * (1 << 20))};
+  eo.buckets = buckets_of(o);
   auto exec = strata::make_executor(ctx, model, strata::optim::sgd{.lr = 0.0f}, eo);
   return strata::plan::slowest_rank_median(ctx.control(), steps, [&] { exec.step(); });
 }
@@ -147,9 +162,7 @@ std::string automatic_strategy(strata::mpi::context& ctx, const options& o) {
   fashion_mnist::mlp net;
   std::vector<plan::variable_profile> variables;
   for (auto& t : net.tensors()) variables.push_back({t.name, t.shape});
-  const plan::cost_model model(calibration, job, {},
-                               {.buckets = {.first_bucket_bytes = static_cast<std::size_t>(o.first_bucket_mib * (1 << 20)),
-                                            .bucket_bytes = static_cast<std::size_t>(o.bucket_mib * (1 << 20))}});
+  const plan::cost_model model(calibration, job, {}, {.buckets = buckets_of(o)});
   const plan::strategy_plan chosen =
       plan::auto_strategy(variables, model, {.allow_parameter_server = false, .improvement_passes = 0, .offer = compiled::contains});
   if (ctx.rank() == 0) fmt::print("--strategy auto: the cost model's plan\n{}", plan::describe(chosen, variables));
@@ -180,18 +193,10 @@ int train(strata::mpi::context& ctx, const options& o) {
 
   fashion_mnist::mlp net;
   net.init(o.seed);
-  using Vector = strata::vector_strategy_t<Strategy>;  // biases: PowerSGD compresses matrices only
-  strata::model_of<Strategy, Vector> model;
   std::vector<strata::variable_id> ids;
-  for (auto& t : net.tensors()) {
-    if (t.shape.size() == 2)
-      ids.push_back(model.add(strata::variable<Strategy>(t.name, t.param, t.grad, {t.shape[0], t.shape[1]})));
-    else
-      ids.push_back(model.add(strata::variable<Vector>(t.name, t.param, t.grad, {t.shape[0]})));
-  }
+  auto model = declare_model<Strategy>(net, ids);
   strata::executor_options eo;
-  eo.buckets = {.first_bucket_bytes = static_cast<std::size_t>(o.first_bucket_mib * (1 << 20)),
-                .bucket_bytes = static_cast<std::size_t>(o.bucket_mib * (1 << 20))};
+  eo.buckets = buckets_of(o);
   eo.accumulation_steps = o.accumulation;
   eo.compression.powersgd_warmup_steps = o.powersgd_warmup;
   auto exec = strata::make_executor(ctx, model, strata::optim::sgd{.lr = o.lr, .momentum = o.momentum}, eo);

@@ -59,6 +59,9 @@ TEST_CASE("a finely cut bucket is reduced through one contiguous copy, to the sa
     INFO("ranks = " << ranks);
     CHECK_NOTHROW(loopback::run(ranks, [&](auto& ctx) { conformance::allreduce_averages_buffer_lists<Ring>(ctx, 0, sizes); }));
   }
+  // Hierarchical's two ring phases (reduce-scatter, all-gather) stage it too.
+  CHECK_NOTHROW(
+      loopback::run(4, [&](auto& ctx) { conformance::allreduce_averages_buffer_lists<Hierarchical>(ctx, 2, sizes); }));
   std::vector<float> memory(3000);
   std::vector<std::span<float>> blocks;
   for (std::size_t i = 0; i < 3000; ++i) blocks.emplace_back(memory.data() + i, 1);

@@ -376,8 +376,10 @@ class executor<Context, model<Strategies...>, O> {
   /// Synchronizer k's wait(), as a timeline span that says what it waits for.
   template <class Wait>
   static sync_stats traced_wait(std::size_t k, Wait&& wait) {
-    static const std::array<std::string, sizeof...(Strategies)> strategies = {strategy_name<Strategies>()...};
-    const trace::span traced("wait", "wait", 0, [&] { return "for the synchronization of " + strategies[k]; });
+    const trace::span traced("wait", "wait", 0, [&] {
+      static const std::array<std::string, sizeof...(Strategies)> strategies = {strategy_name<Strategies>()...};
+      return "for the synchronization of " + strategies[k];
+    });
     return wait();
   }
 

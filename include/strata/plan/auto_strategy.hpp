@@ -85,15 +85,6 @@ struct strategy_plan {
   std::vector<scored_plan> uniform;
 };
 
-namespace detail {
-
-inline std::vector<strategy_descriptor> descriptors_of(std::span<const std::string> strategies) {
-  std::vector<strategy_descriptor> out;
-  for (const std::string& s : strategies) out.push_back(parse_strategy(s));
-  return out;
-}
-
-}  // namespace detail
 
 /// The plan the cost model predicts fastest for `variables` (see the header comment).
 inline strategy_plan auto_strategy(std::span<const variable_profile> variables, const cost_model& model,
@@ -103,42 +94,43 @@ inline strategy_plan auto_strategy(std::span<const variable_profile> variables, 
   std::vector<std::vector<strategy_descriptor>> offered_d;
   for (const variable_profile& v : variables) {
     offered.push_back(candidates(v, model.target(), options));
-    offered_d.push_back(detail::descriptors_of(offered.back()));
+    offered_d.push_back(parse_strategies(offered.back()));
   }
 
-  // Uniform plans: every dense variable on one candidate, every sparse one on another.
-  const auto first = [&](bool sparse) -> const variable_profile* {
+  // Uniform plans: every dense variable on one candidate (the first dense variable's), every
+  // sparse one on another; a variable that cannot take it (more shards than rows) takes its
+  // first candidate. The best is where the search starts.
+  const auto first = [&](bool sparse) -> std::ptrdiff_t {
     const auto at = std::ranges::find(variables, sparse, &variable_profile::sparse);
-    return at == variables.end() ? nullptr : &*at;
+    return at == variables.end() ? -1 : at - variables.begin();
   };
-  const variable_profile* first_dense = first(false);
-  const variable_profile* first_sparse = first(true);
-  const std::vector<std::string> dense = first_dense ? candidates(*first_dense, model.target(), options) : std::vector<std::string>{""};
-  const std::vector<std::string> sparse = first_sparse ? candidates(*first_sparse, model.target(), options) : std::vector<std::string>{""};
+  const std::ptrdiff_t first_dense = first(false), first_sparse = first(true);
+  const std::vector<std::string> none = {""};
+  const std::vector<std::string>& dense = first_dense >= 0 ? offered[static_cast<std::size_t>(first_dense)] : none;
+  const std::vector<std::string>& sparse = first_sparse >= 0 ? offered[static_cast<std::size_t>(first_sparse)] : none;
   strategy_plan best;
   double best_s = INFINITY;
-  std::vector<strategy_descriptor> current(variables.size());
+  std::vector<std::size_t> chosen;  // per variable, its candidate
   for (const std::string& d : dense)
     for (const std::string& s : sparse) {
+      std::vector<std::size_t> pick;
+      std::vector<strategy_descriptor> plan;
       std::vector<std::string> uniform;
-      for (const variable_profile& v : variables) {
-        const std::string& text = v.sparse ? s : d;
-        // A candidate that this variable cannot take (more shards than rows) falls back to its first.
-        const auto& mine = offered[&v - variables.data()];
-        uniform.push_back(std::ranges::find(mine, text) != mine.end() ? text : mine.front());
+      for (std::size_t i = 0; i < variables.size(); ++i) {
+        const auto at = std::ranges::find(offered[i], variables[i].sparse ? s : d);
+        pick.push_back(at == offered[i].end() ? 0 : static_cast<std::size_t>(at - offered[i].begin()));
+        plan.push_back(offered_d[i][pick.back()]);
+        uniform.push_back(offered[i][pick.back()]);
       }
-      const double seconds = model.predict(variables, uniform).total();
-      const std::string name = first_dense && first_sparse ? d + " + " + s : first_dense ? d : s;
-      if (seconds < best_s) best_s = seconds, best.strategies = uniform;
-      best.uniform.push_back({name, std::move(uniform), seconds});
+      const double seconds = model.predict(variables, plan).total();
+      if (seconds < best_s) best_s = seconds, chosen = pick;
+      best.uniform.push_back({first_dense >= 0 && first_sparse >= 0 ? d + " + " + s : d + s, std::move(uniform), seconds});
     }
   std::ranges::stable_sort(best.uniform, {}, &scored_plan::predicted_s);
 
   // Improvement: one variable at a time, to its best candidate given the others.
-  current = detail::descriptors_of(best.strategies);
-  std::vector<std::size_t> chosen(variables.size());
-  for (std::size_t i = 0; i < variables.size(); ++i)
-    chosen[i] = static_cast<std::size_t>(std::ranges::find(offered[i], best.strategies[i]) - offered[i].begin());
+  std::vector<strategy_descriptor> current;
+  for (std::size_t i = 0; i < variables.size(); ++i) current.push_back(offered_d[i][chosen[i]]);
   for (int pass = 0; pass < options.improvement_passes; ++pass) {
     bool moved = false;
     for (std::size_t i = 0; i < variables.size(); ++i)
@@ -160,7 +152,7 @@ inline strategy_plan auto_strategy(std::span<const variable_profile> variables, 
 
   // What each choice beat.
   for (std::size_t i = 0; i < variables.size(); ++i) {
-    best.strategies[i] = offered[i][chosen[i]];
+    best.strategies.push_back(offered[i][chosen[i]]);
     variable_choice choice{best.strategies[i], {}};
     for (std::size_t k = 0; k < offered[i].size(); ++k) {
       if (k == chosen[i]) continue;

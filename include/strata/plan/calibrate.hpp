@@ -198,15 +198,21 @@ inline double cast_rate(int repeats) {
 
 }  // namespace detail
 
+/// Every rank's host, as its node color (the host's first rank). Collective.
+template <class Comm>
+std::vector<int> host_of_each_rank(Comm& comm) {
+  const int mine = comm.node_color();
+  std::vector<int> colors(static_cast<std::size_t>(comm.size()));
+  comm.allgather(std::span<const int>(&mine, 1), std::span<int>(colors));
+  return colors;
+}
+
 /// Ranks on each host, in host order (hosts ordered by their first rank): the layout a
 /// calibration is bound to. Collective.
 template <class Comm>
 std::vector<int> host_layout(Comm& comm) {
-  const int mine = comm.node_color();
-  std::vector<int> colors(static_cast<std::size_t>(comm.size()));
-  comm.allgather(std::span<const int>(&mine, 1), std::span<int>(colors));
   std::map<int, int> per_host;  // a host's color is its first world rank: in host order
-  for (int c : colors) ++per_host[c];
+  for (int c : host_of_each_rank(comm)) ++per_host[c];
   std::vector<int> layout;
   for (const auto& [color, ranks] : per_host) layout.push_back(ranks);
   return layout;
@@ -227,9 +233,7 @@ calibration calibrate(Context& ctx, const calibrate_options& o = {}) {
   c.measured_on.ranks_per_host = *std::ranges::max_element(c.ranks_per_host);
 
   say("point to point");
-  std::vector<int> colors(static_cast<std::size_t>(control.size()));
-  const int mine = control.node_color();
-  control.allgather(std::span<const int>(&mine, 1), std::span<int>(colors));
+  const std::vector<int> colors = host_of_each_rank(control);
   const auto same_host = std::ranges::find_if(colors.begin() + 1, colors.end(), [&](int k) { return k == colors[0]; });
   const auto other_host = std::ranges::find_if(colors, [&](int k) { return k != colors[0]; });
   if (same_host != colors.end())

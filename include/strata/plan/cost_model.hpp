@@ -71,6 +71,13 @@ struct cost_options {
   server_assignment servers = server_assignment::least_loaded;
 };
 
+/// Strategy strings as descriptors (strategy_parse_error for a malformed one).
+inline std::vector<strategy_descriptor> parse_strategies(std::span<const std::string> strategies) {
+  std::vector<strategy_descriptor> out;
+  for (const std::string& s : strategies) out.push_back(parse_strategy(s));
+  return out;
+}
+
 /// What one step's synchronization costs, by part.
 struct step_cost {
   double allreduce_s = 0.0;  ///< buckets and replicated sparse rows, after backward ends
@@ -132,9 +139,7 @@ class cost_model {
   }
 
   step_cost predict(std::span<const variable_profile> variables, std::span<const std::string> strategies) const {
-    std::vector<strategy_descriptor> d;
-    for (const std::string& s : strategies) d.push_back(parse_strategy(s));
-    return predict(variables, d);
+    return predict(variables, parse_strategies(strategies));
   }
 
  private:

@@ -145,7 +145,7 @@ struct ring_workspace {
   std::vector<std::size_t> first_piece;       // index of each step's first piece
   std::vector<typename C::request> requests;  // all requests of one call
   std::vector<request_range> received, forwarded, first_sends;
-  std::vector<W> staged;                      // a fragmented buffer list, gathered into one (see ring_allreduce)
+  std::vector<W> staged;                      // a fragmented buffer list, gathered into one (see ring_steps)
 };
 
 /// Whether a buffer list is so finely cut (a tensor partitioned along an inner axis is one
@@ -161,11 +161,25 @@ namespace detail {
 
 /// Steps [first, last) of the ring all-reduce on more than one rank. A chunk that spans
 /// several buffers travels as one message per buffer; the layout is the same on every
-/// rank. Returns the bytes sent.
+/// rank. A fragmented list travels as one contiguous copy instead, written back after.
+/// Returns the bytes sent.
 template <Communicator C, Element T, Element W>
 std::size_t ring_steps(C& comm, const span_list<T>& data, const ring_codec<T, W>& codec, ring_workspace<C, W>& work,
                        std::size_t chunk_elements, std::size_t window, int first, int last) {
   constexpr bool in_place = std::is_same_v<T, W>;
+  if constexpr (in_place) {
+    // (Other wire types travel in work.wire, one contiguous buffer, already.)
+    if (fragmented(data)) {
+      work.staged.resize(data.size());
+      data.for_each(0, data.size(), [&](std::size_t at, std::span<T> d) { std::ranges::copy(d, work.staged.begin() + at); });
+      const std::size_t sent = ring_steps(comm, span_list<T>({std::span<T>(work.staged)}), codec, work, chunk_elements,
+                                          window, first, last);
+      data.for_each(0, data.size(), [&](std::size_t at, std::span<T> d) {
+        std::copy_n(work.staged.begin() + static_cast<std::ptrdiff_t>(at), d.size(), d.begin());
+      });
+      return sent;
+    }
+  }
   const int p = comm.size(), r = comm.rank();
   const std::size_t n = data.size();
   if (n == 0 || first == last) return 0;
@@ -284,18 +298,6 @@ template <Communicator C, Element T, Element W>
 std::size_t ring_allreduce(C& comm, const span_list<T>& data, const ring_codec<T, W>& codec, ring_workspace<C, W>& work,
                            std::size_t chunk_elements, std::size_t window) {
   const int p = comm.size();
-  if constexpr (ring_codec<T, W>::in_place) {
-    if (p > 1 && fragmented(data)) {
-      work.staged.resize(data.size());
-      data.for_each(0, data.size(), [&](std::size_t at, std::span<T> d) { std::ranges::copy(d, work.staged.begin() + at); });
-      const span_list<T> contiguous({std::span<T>(work.staged)});
-      const std::size_t sent = detail::ring_steps(comm, contiguous, codec, work, chunk_elements, window, 0, 2 * (p - 1));
-      data.for_each(0, data.size(), [&](std::size_t at, std::span<T> d) {
-        std::copy_n(work.staged.begin() + static_cast<std::ptrdiff_t>(at), d.size(), d.begin());
-      });
-      return sent;
-    }
-  }
   if (p > 1) return detail::ring_steps(comm, data, codec, work, chunk_elements, window, 0, 2 * (p - 1));
   // Alone: the sum is this rank's value, scaled and rounded as the wire would.
   if constexpr (ring_codec<T, W>::in_place) {
