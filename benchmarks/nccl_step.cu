@@ -1,9 +1,12 @@
-// One step of the nccl executor on one rank against a raw ncclAllReduce of the same bytes,
-// in the same run, interleaved (A B A B ...), medians over rounds. The step packs every
-// bucket, all-reduces it, averages and runs the fused SGD kernel, so the ratio is what the
-// executor costs on top of the collective itself; on one rank NCCL's all-reduce is a copy.
-// The raw all-reduce goes through the same communicator (nccl::communicator::iallreduce_sum:
-// ncclAllReduce, and polling until the non-blocking communicator has enqueued it).
+// One step of the nccl executor on one rank against two baselines of the same bytes, in
+// the same run, interleaved (A B A B ...), medians over rounds: a raw ncclAllReduce, and the
+// fused SGD kernel over every variable (the update a step cannot skip). The step packs every
+// bucket, all-reduces it, averages and runs the fused SGD kernel. On one rank NCCL's
+// in-place all-reduce does no work (it costs a launch), so there step_vs_update is the
+// executor's cost (packing, averaging, bookkeeping) over the update alone; across ranks
+// step_vs_allreduce is its cost over the collective. The raw all-reduce goes through the
+// same communicator (nccl::communicator::iallreduce_sum: ncclAllReduce, and polling until
+// the non-blocking communicator has enqueued it).
 //
 //   nccl_step [--quick] [--mib N] [--variables K]   N MiB of fp32 gradients in K variables
 //                                                   (default 256 MiB in 16)
@@ -19,6 +22,7 @@
 #include "gpu_main.cuh"
 #include "measure.hpp"
 #include "strata/cuda/buffer.cuh"
+#include "strata/cuda/optimizer.cuh"
 #include "strata/exec/nccl_executor.cuh"
 
 namespace {
@@ -67,18 +71,24 @@ void run(const options& o) {
   std::vector<bench::contender> contenders = {
       {"ncclAllReduce", [&] { comm.iallreduce_sum(raw.span()); }},  // what the executor calls per bucket
       {"executor_step", [&] { exec.step(comm.stream()); }},
+      {"sgd_update", [&] {
+         for (std::size_t k = 0; k < o.variables; ++k)
+           strata::cuda::sgd_update(buffers[2 * k].span(), buffers[2 * k + 1].span(), {}, {0.0f, 0.0f, 0.0f, false}, comm.stream());
+       }},
   };
   bench::interleave(contenders, o.rounds, o.calls, [&] { STRATA_CUDA_CHECK(cudaStreamSynchronize(comm.stream())); });
   exec.wait();
 
   cudaDeviceProp device{};
   STRATA_CUDA_CHECK(cudaGetDeviceProperties(&device, comm.device()));
-  const double raw_us = 1e6 * bench::median(contenders[0].seconds), step_us = 1e6 * bench::median(contenders[1].seconds);
+  const double raw_us = 1e6 * bench::median(contenders[0].seconds), step_us = 1e6 * bench::median(contenders[1].seconds),
+               update_us = 1e6 * bench::median(contenders[2].seconds);
   std::printf("%s: %zu MiB of fp32 gradients in %zu variables, 1 rank; medians of %d rounds of %d calls\n", device.name,
               o.mib, o.variables, o.rounds, o.calls);
-  std::printf("%-14s %10.1f us\n%-14s %10.1f us\n", "ncclAllReduce", raw_us, "executor_step", step_us);
-  std::printf("summary: mib=%zu variables=%zu allreduce_us=%.1f step_us=%.1f step_vs_allreduce=%.3f\n", o.mib, o.variables,
-              raw_us, step_us, step_us / raw_us);
+  for (const bench::contender& c : contenders) std::printf("%-14s %10.1f us\n", c.name.c_str(), 1e6 * bench::median(c.seconds));
+  std::printf("summary: mib=%zu variables=%zu allreduce_us=%.1f update_us=%.1f step_us=%.1f step_vs_update=%.3f "
+              "step_vs_allreduce=%.3f\n",
+              o.mib, o.variables, raw_us, update_us, step_us, step_us / update_us, step_us / raw_us);
 }
 
 }  // namespace

@@ -148,11 +148,17 @@ int main() {
     }
     strata::nccl::check_versions();
     communicator comm = communicator::single_process();
-    collectives(comm);
-    to_itself(comm);
-    split(comm);
-    errors(comm);
-    deadline(comm.device());
+    // Each part names itself first, so that an exception says where it came from.
+    const auto part = [](const char* name, auto&& run) {
+      std::printf("%s\n", name);
+      std::fflush(stdout);
+      run();
+    };
+    part("collectives", [&] { collectives(comm); });
+    part("to_itself", [&] { to_itself(comm); });
+    part("split", [&] { split(comm); });
+    part("errors", [&] { errors(comm); });
+    part("deadline", [&] { deadline(comm.device()); });
   } catch (const std::exception& e) {
     std::printf("FAILED with an exception: %s\n", e.what());
     return 1;

@@ -154,10 +154,11 @@ class comm_state {
  public:
   /// Starts a non-blocking NCCL communicator with `initiate(&comm, &config)` (an init or a
   /// split) on `device` and waits for it within the deadline. `rank` names this rank in
-  /// errors until NCCL reports its own.
+  /// errors until NCCL reports its own. A split's `parent` is waited for first: NCCL fills
+  /// the child's handle only once the parent has left ncclInProgress (NVIDIA/nccl#1472).
   template <class Initiate>
   static std::shared_ptr<comm_state> create(int device, int rank, int node_color, const options& opts,
-                                            std::string_view call, Initiate initiate) {
+                                            std::string_view call, Initiate initiate, comm_state* parent = nullptr) {
     static const bool versions_checked = (check_versions(), true);
     static_cast<void>(versions_checked);
     device_scope on_device(device, rank);
@@ -166,6 +167,8 @@ class comm_state {
     config.blocking = 0;
     const ncclResult_t started = initiate(&state->comm_, &config);
     if (started != ncclSuccess && started != ncclInProgress) state->fail(started, call);
+    if (parent) parent->settle(call, state->deadline());
+    if (!state->comm_) throw comm_error(std::string(call) + on_rank(rank) + " finished without a communicator");
     state->settle(call, state->deadline());
     state->check(ncclCommUserRank(state->comm_, &state->rank_), "ncclCommUserRank");
     state->check(ncclCommCount(state->comm_, &state->size_), "ncclCommCount");
@@ -457,7 +460,8 @@ class communicator {
     ncclComm_t parent = state_->native_handle();
     return communicator(detail::comm_state::create(
         device(), rank(), node_color(), state_->settings(), "ncclCommSplit",
-        [&](ncclComm_t* comm, ncclConfig_t* config) { return ncclCommSplit(parent, color, key, comm, config); }));
+        [&](ncclComm_t* comm, ncclConfig_t* config) { return ncclCommSplit(parent, color, key, comm, config); },
+        state_.get()));
   }
 
   /// Gives up: NCCL stops this communicator's kernels; every later call throws comm_error.
