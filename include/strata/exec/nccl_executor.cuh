@@ -110,9 +110,9 @@ struct device_optimizer_state<optim::sgd> {
 
   /// Updates `param` with `grad`, whose state starts at element `offset`.
   void update(const optim::sgd& o, std::int64_t /*step*/, std::span<float> param, std::span<const float> grad,
-              std::size_t offset, cudaStream_t stream) {
+              float grad_scale, std::size_t offset, cudaStream_t stream) {
     const std::span<float> v = velocity.span().empty() ? std::span<float>() : velocity.span().subspan(offset, param.size());
-    cuda::sgd_update(param, grad, v, {o.lr, o.momentum, o.weight_decay, o.nesterov}, stream);
+    cuda::sgd_update(param, grad, v, {o.lr, o.momentum, o.weight_decay, o.nesterov}, stream, grad_scale);
   }
 };
 
@@ -128,9 +128,9 @@ struct device_optimizer_state<optim::adam> {
   std::size_t bytes() const { return (m.size() + v.size()) * sizeof(float); }
 
   void update(const optim::adam& o, std::int64_t step, std::span<float> param, std::span<const float> grad,
-              std::size_t offset, cudaStream_t stream) {
+              float grad_scale, std::size_t offset, cudaStream_t stream) {
     cuda::adam_update(param, grad, m.span().subspan(offset, param.size()), v.span().subspan(offset, param.size()),
-                      o.element(step), stream);
+                      o.element(step), stream, grad_scale);
   }
 };
 
@@ -483,47 +483,47 @@ class nccl_executor {
   /// The average over the ranks (accumulate() has already taken the micro-batches' mean).
   float average_scale() const { return 1.0f / static_cast<float>(comm_.size()); }
 
-  /// Updates each member of `b` in place from its part of `grads` (the bucket's average).
+  /// Updates each member of `b` in place from its part of `grads` times `grad_scale` (the
+  /// bucket's average).
   void update_members(const bucket& b, detail::device_optimizer_state<O>& state, std::span<const float> grads,
-                      std::int64_t update) {
+                      float grad_scale, std::int64_t update) {
     for (std::size_t k = 0; k < b.members.size(); ++k) {
       const device_variable_binding& v = variables_[b.members[k]];
       state.update(optimizer_, update, detail::typed<float>(v.param, v.elements), grads.subspan(b.offsets[k], v.elements),
-                   b.offsets[k], comm_.stream());
+                   grad_scale, b.offsets[k], comm_.stream());
     }
   }
 
   template <class W>
   void update(const bucket& b, compressed_data<W>& data, std::int64_t update) {  // averaged before narrowing
     cuda::scaled_widen<W>(data.wire.span(), data.grad32.span(), 1.0f, comm_.stream());
-    update_members(b, data.state, data.grad32.span(), update);
+    update_members(b, data.state, data.grad32.span(), 1.0f, update);
   }
 
   /// Enqueues a reduced bucket's averaging and update, and for a sharded bucket the
-  /// all-gather of the updated slices.
+  /// all-gather of the updated slices. fp32 sums are averaged inside the optimizer's kernel
+  /// (grad_scale): a pass over the bucket fewer.
   template <class T>
   void update(const bucket& b, bucket_data<T>& data, std::int64_t update) {
     const float scale = average_scale();
     const cudaStream_t stream = comm_.stream();
     const std::span<T> wire = data.wire.span();
     if (!data.params) {  // fp32, replicated: the user's parameters are the master copy
-      if constexpr (std::is_same_v<T, float>) {
-        cuda::scaled_narrow<float>(wire, wire, scale, stream);  // in place: the average
-        update_members(b, data.state, wire, update);
-      }
+      if constexpr (std::is_same_v<T, float>) update_members(b, data.state, wire, scale, update);
       return;
     }
     // One launch per range: master parameters, fp32 gradients and state share its layout.
     const std::span<T> range = updated_range(b.sharded, b.slices, wire);
     std::span<float> grad32;
+    float grad_scale = scale;
     if constexpr (std::is_same_v<T, float>) {
-      cuda::scaled_narrow<float>(range, range, scale, stream);
       grad32 = range;
     } else {
       cuda::scaled_widen<T>(range, data.grad32.span(), scale, stream);
       grad32 = data.grad32.span();
+      grad_scale = 1.0f;
     }
-    data.state.update(optimizer_, update, data.master32.span(), grad32, 0, stream);
+    data.state.update(optimizer_, update, data.master32.span(), grad32, grad_scale, 0, stream);
     cuda::scaled_narrow<T>(data.master32.span(), range, 1.0f, stream);
     if (b.sharded) comm_.iallgather_blocks(wire);
     data.params->unpack(wire.first(b.elements), stream);
