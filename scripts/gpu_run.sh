@@ -12,8 +12,10 @@
 #   nccl_step  the nccl_step benchmark
 #   cnn        the CNN example for 15 epochs (target 91.6% test accuracy), replicated
 #   cnn_ps     the same with its fully connected layers on the parameter server
+#   staged     the staged executor's GPU test (gpu.staged_executor), built on a host machine
+#              and carried in .deps/staged/ (scripts/gpu_deps.sh): it needs no MPI at run time
 #   full       where MPI, Boost, fmt and Catch2 are installed: a second build for the GPU tests
-#              that need them (gpu.staged_executor, gpu.nccl_mpi.np2)
+#              that need them (gpu.staged_executor, gpu.nccl_mpi.np2; the latter needs two GPUs)
 #
 # The build needs CMake >= 3.25, nvcc (CUDA 13) and a C++20 host compiler, nothing else
 # installed: NCCL and cuDNN are found in Python's site-packages (the nvidia-nccl-cu13 and
@@ -26,7 +28,7 @@
 # build-gpu-run), JOBS (default: all cores), STRATA_CMAKE_ARGS (more configure arguments).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-phase=${1:?"usage: scripts/gpu_run.sh build|test|kernels|nccl_step|cnn|cnn_ps|full [LOG_DIR]"}
+phase=${1:?"usage: scripts/gpu_run.sh build|test|kernels|nccl_step|cnn|cnn_ps|staged|full [LOG_DIR]"}
 logs="$(realpath -m "${2:-gpu-logs}")"
 build="${BUILD_DIR:-build-gpu-run}"
 deps="$PWD/.deps"
@@ -91,6 +93,14 @@ case $phase in
     "$cnn" "${flags[@]}" 2>&1 | tee "$logs/$phase.log" || status=1
     summary "$logs/$phase.log"
     exit "$status" ;;
+  staged)
+    program="$deps/staged/staged_executor_tests"
+    [[ -x $program ]] || fail "$program is missing: run scripts/gpu_deps.sh after building staged_executor_tests"
+    cuda_lib="$(dirname "$(dirname "$(command -v nvcc)")")/lib64"
+    status=0
+    LD_LIBRARY_PATH="$deps/staged:$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$program" 2>&1 | tee "$logs/staged.log" ||
+      status=1
+    exit "$status" ;;
   full)
     # The GPU tests that need the host executor (MPI's headers, Boost.Hana, fmt, zlib, Catch2)
     # or an MPI launcher come from a second build, where those are installed.
@@ -105,5 +115,5 @@ case $phase in
       status=1
     tail -8 "$logs/ctest-full.log"
     exit "$status" ;;
-  *) fail "unknown phase; phases: build test kernels nccl_step cnn cnn_ps full" ;;
+  *) fail "unknown phase; phases: build test kernels nccl_step cnn cnn_ps staged full" ;;
 esac
