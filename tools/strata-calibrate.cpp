@@ -32,9 +32,8 @@ int main(int argc, char** argv) {
     return static_cast<int>(exit_usage);
   }
   try {
-    const plan::cluster job{ctx.size(), ctx.local_size()};
     if (!check.empty()) {
-      plan::load(check).check_matches(job, plan::host_layout(ctx.control()));
+      plan::load_or_calibrate(ctx, check);  // refuses a calibration of another job
       if (ctx.rank() == 0) fmt::print("{} describes this job ({} ranks)\n", check, ctx.size());
       return 0;
     }

@@ -4,17 +4,25 @@
 //   mpirun -np 2 ./ctr_train                                  # Parallax: MLP all-reduced, tables on the PS
 //   mpirun -np 4 ./ctr_train --builder ps --consistency ssp:3 # everything on the PS, bounded staleness
 //   mpirun -np 2 ./ctr_train --builder allreduce              # everything replicated (tables: all-gathered rows)
+//   mpirun -np 2 ./ctr_train --builder auto --trials 2        # the cost model scores the builders, trials decide
 //
 // A progress line per epoch (loss, held-out AUC, samples/s), then a `summary:` line; exits
 // non-zero when the AUC ends more than --max-auc-gap below the planted AUC.
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <map>
 #include <string>
+#include <string_view>
+#include <type_traits>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
+#include <strata/plan/auto_strategy.hpp>
+#include <strata/plan/calibrate.hpp>
 
 #include "../common/rank_main.hpp"
 #include "distributed.hpp"
@@ -29,6 +37,8 @@ struct options {
   std::size_t held_out = 100'000;
   double max_auc_gap = 0.02;
   double straggler_factor = 5.0;
+  std::string calibration;  // --builder auto: the job's calibration (else measured at start)
+  int trials = 2;           // --builder auto: builders timed before the fastest is kept (0: the model alone)
   ctr::distributed_options run;
 };
 
@@ -57,6 +67,67 @@ void with_builder(const std::string& builder, const std::string& consistency, F&
   else throw std::invalid_argument(fmt::format("--consistency \"{}\": choose bsp, asp, ssp:1 or ssp:3", consistency));
 }
 
+/// --builder auto: the cost model scores each builder this program offers (AllReduce only
+/// under bsp: it has no servers) on the CTR model's shapes and its measured touched rows; the
+/// --trials best are timed for 20 updates each, twice (compute included, which the model
+/// leaves out), and the fastest trains. Every rank decides alike: the calibration, rank 0's
+/// shard and the slowest rank's times are common to all.
+std::string automatic_builder(strata::mpi::context& ctx, const options& o, const ctr::generator& data) {
+  namespace plan = strata::plan;
+  if (o.calibration.empty() && ctx.rank() == 0)
+    fmt::print("--builder auto: calibrating (give --calibration FILE from strata-calibrate to skip this)\n");
+  const plan::calibration calibration = plan::load_or_calibrate(ctx, o.calibration);
+  ctr::batch shard;
+  data.draw_train_shard(0, o.run.global_batch, 0, ctx.size(), shard);
+  const double touched = static_cast<double>(ctr::wide_deep::rows_needed(shard).size()) / ctr::table_rows;
+  using ctr::embedding_dim, ctr::fields, ctr::hidden1, ctr::hidden2;
+  const std::vector<plan::variable_profile> variables = {
+      {"embedding", {ctr::table_rows, embedding_dim}, true, touched},
+      {"wide", {ctr::table_rows, 1}, true, touched},
+      {"fc1.weight", {hidden1, fields * embedding_dim}},
+      {"fc1.bias", {hidden1}},
+      {"fc2.weight", {hidden2, hidden1}},
+      {"fc2.bias", {hidden2}},
+      {"fc3.weight", {1, hidden2}},
+      {"fc3.bias", {1}}};
+  std::vector<plan::scored_plan> scored;
+  for (const char* name : {"parallax", "ps", "allreduce"})
+    if (std::string_view(name) != "allreduce" || o.consistency == "bsp")
+      with_builder(name, o.consistency, [&]<class B>(std::type_identity<B>) {
+        scored.push_back(plan::builder_plan<B>(name, variables, calibration, plan::this_job(ctx.control())));
+      });
+  std::ranges::sort(scored, {}, &plan::scored_plan::predicted_s);
+  if (ctx.rank() == 0) {
+    fmt::print("--builder auto: {:.2f}% of each table's rows touched per update; predicted synchronization per update:\n",
+               100.0 * touched);
+    for (const plan::scored_plan& p : scored) fmt::print("  {:<10} {:8.3f} ms\n", p.name, 1e3 * p.predicted_s);
+  }
+  // Two interleaved rounds (A B A B), each builder's faster counting: the first run of a
+  // process also pays for warming up (page faults, caches), which is no builder's fault.
+  const std::size_t trials = std::min(scored.size(), static_cast<std::size_t>(o.trials));
+  std::vector<double> measured(trials, INFINITY);
+  for (int round = 0; round < 2; ++round)
+    for (std::size_t k = 0; k < trials; ++k) {
+      ctr::distributed_options trial = o.run;
+      trial.updates = trial.updates_per_epoch = 20;
+      trial.straggler_probability = 0.0;
+      with_builder(scored[k].name, o.consistency, [&]<class B>(std::type_identity<B>) {
+        const auto result = ctr::train_distributed<B>(ctx, data, {}, trial);
+        measured[k] = std::min(measured[k], ctr::detail::slowest_over_ranks(ctx, result.train_seconds) /
+                                                static_cast<double>(trial.updates));
+      });
+    }
+  std::string fastest = scored.front().name;
+  for (std::size_t k = 0; k < trials; ++k) {
+    if (ctx.rank() == 0)
+      fmt::print("  trial {:<10} predicted sync {:8.3f} ms, measured update {:8.3f} ms\n", scored[k].name,
+                 1e3 * scored[k].predicted_s, 1e3 * measured[k]);
+    if (measured[k] == *std::ranges::min_element(measured)) fastest = scored[k].name;
+  }
+  if (ctx.rank() == 0) fmt::print("--builder auto: training with {}\n", fastest);
+  return fastest;
+}
+
 int train(strata::mpi::context& ctx, options o) {
   const auto start = std::chrono::steady_clock::now();
   const ctr::generator data(ctr::data_config{.table_rows = ctr::table_rows, .seed = o.run.seed});
@@ -71,6 +142,7 @@ int train(strata::mpi::context& ctx, options o) {
   if (o.run.global_batch % static_cast<std::size_t>(ctx.size()) != 0)
     throw std::invalid_argument(fmt::format("--batch {} does not split evenly over {} ranks", o.run.global_batch, ctx.size()));
 
+  if (o.builder == "auto") o.builder = automatic_builder(ctx, o, data);
   ctr::distributed_result result;
   with_builder(o.builder, o.consistency, [&]<class B>(std::type_identity<B>) {
     if (o.run.straggler_probability > 0) {
@@ -118,14 +190,16 @@ int main(int argc, char** argv) {
   openblas_set_num_threads(1);  // one core per rank: ranks are the parallelism
   options o;
   CLI::App app{"Wide&Deep CTR model on synthetic data, trained over MPI ranks with strata"};
-  examples::one_of(app, "--builder", o.builder, {"parallax", "ps", "allreduce"},
-                   "parallax (MLP all-reduced, tables on the PS), ps (everything on the PS, partitioned) or allreduce "
-                   "(everything replicated)");
+  examples::one_of(app, "--builder", o.builder, {"parallax", "ps", "allreduce", "auto"},
+                   "parallax (MLP all-reduced, tables on the PS), ps (everything on the PS, partitioned), allreduce "
+                   "(everything replicated) or auto (the cost model's choice, refined by trial runs)");
+  app.add_option("--calibration", o.calibration, "--builder auto: this job's calibration (strata-calibrate --output)");
+  examples::number(app, "--trials", o.trials, 0, 3, "--builder auto: builders timed before the fastest is kept (0: the model alone)");
   examples::one_of(app, "--consistency", o.consistency, {"bsp", "asp", "ssp:1", "ssp:3"},
                    "of the parameter-server variables");
   examples::number(app, "--epochs", o.epochs, 1, 10'000);
   examples::number(app, "--steps-per-epoch", o.steps_per_epoch, 1L, 100'000'000L, "updates between held-out evaluations");
-  examples::number(app, "--batch", o.run.global_batch, std::size_t{1}, std::size_t{1'000'000}, "o.run.global_batchDOC");
+  examples::number(app, "--batch", o.run.global_batch, std::size_t{1}, std::size_t{1'000'000}, "samples per update, over all ranks");
   examples::number(app, "--held-out", o.held_out, std::size_t{1}, std::size_t{10'000'000}, "held-out samples for AUC");
   examples::number(app, "--embedding-lr", o.run.embedding_lr, 0.0f, 100.0f, "Adagrad learning rate of the sparse tables");
   examples::number(app, "--dense-lr", o.run.dense_lr, 0.0f, 100.0f, "Adam learning rate of the MLP");

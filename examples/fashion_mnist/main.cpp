@@ -150,15 +150,10 @@ double time_synchronization(strata::mpi::context& ctx, const options& o, int ste
 /// with (one for the whole MLP), then trial runs of the best few; returns the fastest.
 std::string automatic_strategy(strata::mpi::context& ctx, const options& o) {
   namespace plan = strata::plan;
-  const plan::cluster job{ctx.size(), ctx.local_size()};
-  plan::calibration calibration;
-  if (!o.calibration.empty()) {
-    calibration = plan::load(o.calibration);
-    calibration.check_matches(job, plan::host_layout(ctx.control()));
-  } else {
-    if (ctx.rank() == 0) fmt::print("--strategy auto: calibrating (give --calibration FILE from strata-calibrate to skip this)\n");
-    calibration = plan::calibrate(ctx);
-  }
+  const plan::cluster job = plan::this_job(ctx.control());
+  if (o.calibration.empty() && ctx.rank() == 0)
+    fmt::print("--strategy auto: calibrating (give --calibration FILE from strata-calibrate to skip this)\n");
+  const plan::calibration calibration = plan::load_or_calibrate(ctx, o.calibration);
   fashion_mnist::mlp net;
   std::vector<plan::variable_profile> variables;
   for (auto& t : net.tensors()) variables.push_back({t.name, t.shape});

@@ -11,6 +11,9 @@
 // --check-against-one-rank N trains N updates on the mesh and, on every rank, the same N on
 // one rank alone, then compares every rank's part of every parameter with the same part of
 // the one-rank model (tolerance --tolerance, relative to the tensor's largest value).
+//
+// --strategy Ring|Tree|Native is the data groups' all-reduce; --strategy auto lets the cost
+// model rank them on every stage's parameters and --trials K of them train a few updates.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -20,11 +23,14 @@
 #include <random>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <strata/plan/calibrate.hpp>
+#include <strata/plan/cost_model.hpp>
 #include <strata/strata.hpp>
 
 #include "../common/rank_main.hpp"
@@ -47,14 +53,28 @@ struct options {
   int check_against_one_rank = 0;
   double tolerance = 1e-4;
   std::string checkpoints;
+  std::string strategy = "Ring";  // the data groups' all-reduce, or auto
+  std::string calibration;        // --strategy auto: the job's calibration (else measured at start)
+  int trials = 2;                 // --strategy auto: algorithms timed before the fastest is kept
 };
 
-/// This rank's part of the ViT on `grid`, with its executor (optimizer O) and pipeline driver.
-template <class Context, class O>
+/// Calls f with the all-reduce algorithm `name` names (Ring, Tree or Native).
+template <class F>
+decltype(auto) with_algorithm(const std::string& name, F&& f) {
+  if (name == "Tree") return f(std::type_identity<strata::Tree>{});
+  if (name == "Native") return f(std::type_identity<strata::Native>{});
+  return f(std::type_identity<strata::Ring>{});
+}
+
+/// This rank's part of the ViT on `grid`, with its executor (optimizer O, data groups
+/// averaging with all-reduce Algorithm) and pipeline driver.
+template <class Context, class O, class Algorithm>
 class trainer {
+  using model_type = typename vit::strategies<Algorithm>::model_type;
+
  public:
   trainer(strata::mesh<Context>& grid, const options& o, vit::config c, O optimizer)
-      : grid_(&grid), o_(o), net_(c, grid.shape(), grid.coordinates()), model_(net_.declare()),
+      : grid_(&grid), o_(o), net_(c, grid.shape(), grid.coordinates()), model_(net_.template declare<Algorithm>()),
         exec_(strata::make_executor(grid, model_, optimizer, {.accumulation_steps = o.micro_batches})),
         pipe_(strata::pipeline::make_driver(
             grid, std::vector<std::size_t>(static_cast<std::size_t>(grid.shape().pp - 1), net_.boundary(micro_size())))) {
@@ -149,8 +169,8 @@ class trainer {
   strata::mesh<Context>* grid_;
   options o_;
   vit::model net_;
-  vit::model::model_type model_;
-  decltype(strata::make_executor(std::declval<strata::mesh<Context>&>(), std::declval<vit::model::model_type&>(),
+  model_type model_;
+  decltype(strata::make_executor(std::declval<strata::mesh<Context>&>(), std::declval<model_type&>(),
                                  std::declval<O>())) exec_;
   decltype(strata::pipeline::make_driver(std::declval<strata::mesh<Context>&>(), {})) pipe_;
 };
@@ -176,11 +196,11 @@ std::vector<double> sum_over_world(C& comm, std::vector<double> mine) {
 
 /// Trains `updates` updates on `grid` (or, with updates = 0, o.epochs epochs with a test
 /// evaluation after each); returns the trainer's parameters.
-template <class Context, class O>
+template <class Algorithm, class Context, class O>
 std::vector<vit::parameter> train(strata::mpi::context& world, strata::mesh<Context>& grid, const options& o, O optimizer,
                                   const fashion_mnist::dataset& train_set, const fashion_mnist::dataset& test_set,
                                   int updates, bool report) {
-  trainer<Context, O> t(grid, o, vit::config{.seed = o.seed}, optimizer);
+  trainer<Context, O, Algorithm> t(grid, o, vit::config{.seed = o.seed}, optimizer);
   const bool counts = t.net().last_stage() && grid.coordinates().tp == 0;  // one copy of each loss and count
   const std::size_t batch = static_cast<std::size_t>(o.global_batch);
   std::optional<strata::ckpt::store> store;
@@ -225,11 +245,71 @@ std::vector<vit::parameter> train(strata::mpi::context& world, strata::mesh<Cont
                  totals[0] / (totals[2] * static_cast<double>(steps) * o.micro_batches),
                  100.0 * totals[1] / static_cast<double>(test_set.size()), seconds);
     if (report && world.rank() == 0 && epoch == epochs)
-      fmt::print("summary: mesh={} schedule={} epochs={} test_accuracy={:.4f}\n", strata::to_string(grid.shape()), o.schedule,
-                 epochs, totals[1] / static_cast<double>(test_set.size()));
+      fmt::print("summary: mesh={} schedule={} strategy=AllReduce<{}> epochs={} test_accuracy={:.4f}\n",
+                 strata::to_string(grid.shape()), o.schedule, o.strategy, epochs, totals[1] / static_cast<double>(test_set.size()));
     if (store) t.executor().save_checkpoint(*store, {{"epoch", std::to_string(epoch)}});
   }
   return t.net().parameters();
+}
+
+/// Seconds of one update of the slowest rank, the median over `updates` updates (after two
+/// untimed ones): a trial run of Algorithm (collective).
+template <class Algorithm, class Context, class O>
+double time_updates(strata::mpi::context& world, strata::mesh<Context>& grid, const options& o, O optimizer,
+                    const fashion_mnist::dataset& train_set, int updates) {
+  trainer<Context, O, Algorithm> t(grid, o, vit::config{.seed = o.seed}, optimizer);
+  const std::vector<std::size_t> order = shuffled(train_set.size(), o.seed, 1);
+  const auto batch = static_cast<std::size_t>(o.global_batch);
+  std::size_t s = 0;
+  return strata::plan::slowest_rank_median(world.control(), updates,
+                                           [&] { t.update(train_set, std::span(order).subspan(s++ * batch, batch)); });
+}
+
+/// --strategy auto: the cost model predicts each algorithm's synchronization of every
+/// stage's parameters over its data group (summed over the world, so every rank ranks them
+/// alike), then the --trials best train a few updates each and the fastest is returned.
+template <class Context, class O>
+std::string automatic_algorithm(strata::mpi::context& world, strata::mesh<Context>& grid, const options& o, O optimizer,
+                                const fashion_mnist::dataset& train_set) {
+  namespace plan = strata::plan;
+  const int dp = grid.shape().dp;
+  if (o.calibration.empty() && world.rank() == 0)
+    fmt::print("--strategy auto: calibrating (give --calibration FILE from strata-calibrate to skip this)\n");
+  const plan::calibration calibration = plan::load_or_calibrate(world, o.calibration);
+  const plan::cluster job = plan::this_job(world.control());
+  vit::model part(vit::config{.seed = o.seed}, grid.shape(), grid.coordinates());
+  std::vector<plan::variable_profile> variables;
+  for (const vit::parameter& p : part.parameters()) variables.push_back({p.name, p.shape});
+  const std::vector<std::string> algorithms = {"Ring", "Tree", "Native"};
+  std::vector<double> predicted;
+  for (const std::string& a : algorithms) {
+    const std::vector<std::string> strategies(variables.size(), "AllReduce<" + a + ">");
+    // A data group of dp ranks, packed on hosts as the world's ranks are.
+    const plan::cost_model model(calibration, {dp, std::min(dp, job.ranks_per_host)});
+    predicted.push_back(dp > 1 ? model.predict(variables, strategies).total() : 0.0);
+  }
+  predicted = sum_over_world(world.control(), predicted);
+  std::vector<std::size_t> order(algorithms.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::ranges::sort(order, {}, [&](std::size_t k) { return predicted[k]; });
+  if (world.rank() == 0) {
+    fmt::print("--strategy auto: predicted synchronization per update over data groups of {} (all stages):\n", dp);
+    for (std::size_t k : order) fmt::print("  {:<18} {:8.3f} ms\n", "AllReduce<" + algorithms[k] + ">", 1e3 * predicted[k]);
+  }
+  std::string fastest = algorithms[order.front()];
+  double fastest_s = INFINITY;
+  for (std::size_t i = 0; i < std::min(order.size(), static_cast<std::size_t>(o.trials)); ++i) {
+    const std::string& a = algorithms[order[i]];
+    const double seconds = with_algorithm(a, [&]<class A>(std::type_identity<A>) {
+      return time_updates<A>(world, grid, o, optimizer, train_set, 4);
+    });
+    if (world.rank() == 0)
+      fmt::print("  trial {:<18} predicted sync {:8.3f} ms, measured update {:8.3f} ms\n", "AllReduce<" + a + ">",
+                 1e3 * predicted[order[i]], 1e3 * seconds);
+    if (seconds < fastest_s) fastest_s = seconds, fastest = a;
+  }
+  if (world.rank() == 0) fmt::print("--strategy auto: training with AllReduce<{}>\n", fastest);
+  return fastest;
 }
 
 /// The largest difference of this rank's part of each parameter from the one-rank model's,
@@ -273,6 +353,10 @@ int main(int argc, char** argv) {
                    "train this many updates on the mesh and on one rank alone, and compare");
   app.add_option("--tolerance", o.tolerance, "--check-against-one-rank's relative tolerance");
   app.add_option("--checkpoints", o.checkpoints, "a folder: save after each epoch, resume from the newest checkpoint");
+  examples::one_of(app, "--strategy", o.strategy, {"Ring", "Tree", "Native", "auto"},
+                   "the data groups' all-reduce (every variable), or auto: the cost model's choice, refined by trial runs");
+  app.add_option("--calibration", o.calibration, "--strategy auto: this job's calibration (strata-calibrate --output)");
+  examples::number(app, "--trials", o.trials, 0, 3, "--strategy auto: algorithms timed before the fastest is kept (0: the model alone)");
   return examples::parse_and_run(ctx, app, argc, argv, "vit", [&] {
     const fashion_mnist::dataset train_set = fashion_mnist::load(o.data, "train");
     const fashion_mnist::dataset test_set = fashion_mnist::load(o.data, "t10k");
@@ -285,19 +369,25 @@ int main(int argc, char** argv) {
       if (o.optimizer == "sgd") return run(strata::optim::sgd{.lr = o.lr, .momentum = 0.9f});
       return run(strata::optim::adam{.lr = o.lr});
     };
+    if (o.strategy == "auto")
+      o.strategy = with_optimizer([&](auto optimizer) { return automatic_algorithm(ctx, grid, o, optimizer, train_set); });
     if (o.check_against_one_rank == 0) {
-      with_optimizer([&](auto optimizer) { return train(ctx, grid, o, optimizer, train_set, test_set, 0, true); });
+      with_algorithm(o.strategy, [&]<class A>(std::type_identity<A>) {
+        with_optimizer([&](auto optimizer) { return train<A>(ctx, grid, o, optimizer, train_set, test_set, 0, true); });
+      });
       return 0;
     }
     // Adam turns rounding in a near-zero gradient into a full step of either sign, so
     // compare meshes with SGD: --optimizer sgd.
-    const auto mine = with_optimizer([&](auto optimizer) {
-      return train(ctx, grid, o, optimizer, train_set, test_set, o.check_against_one_rank, false);
+    const auto mine = with_algorithm(o.strategy, [&]<class A>(std::type_identity<A>) {
+      return with_optimizer([&](auto optimizer) {
+        return train<A>(ctx, grid, o, optimizer, train_set, test_set, o.check_against_one_rank, false);
+      });
     });
     strata::group_context<strata::mpi::context> alone(ctx, ctx.rank(), 0);
     strata::mesh one(alone, strata::mesh_shape{});
     const auto whole = with_optimizer([&](auto optimizer) {
-      return train(ctx, one, o, optimizer, train_set, test_set, o.check_against_one_rank, false);
+      return train<strata::Ring>(ctx, one, o, optimizer, train_set, test_set, o.check_against_one_rank, false);
     });
     const double difference = largest_difference(mine, whole, grid.shape().tp, grid.coordinates().tp);
     std::vector<double> all(static_cast<std::size_t>(ctx.size()));

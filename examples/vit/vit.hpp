@@ -51,12 +51,18 @@ struct parameter {
   std::vector<float> value, grad;
 };
 
+/// The variables' strategies: averaged over the data group by all-reduce `Algorithm`; the
+/// split ones also tensor parallel along their axis.
+template <class Algorithm>
+struct strategies {
+  using Whole = strata::Strategy<strata::Replicate, strata::AllReduce<Algorithm>>;
+  using Column = strata::Strategy<strata::Replicate, strata::AllReduce<Algorithm>, strata::TensorParallel<0>>;
+  using Row = strata::Strategy<strata::Replicate, strata::AllReduce<Algorithm>, strata::TensorParallel<1>>;
+  using model_type = strata::model<Whole, Column, Row>;
+};
+
 class model {
  public:
-  using Whole = strata::Strategy<strata::Replicate, strata::AllReduce<strata::Ring>>;
-  using Column = strata::Strategy<strata::Replicate, strata::AllReduce<strata::Ring>, strata::TensorParallel<0>>;
-  using Row = strata::Strategy<strata::Replicate, strata::AllReduce<strata::Ring>, strata::TensorParallel<1>>;
-  using model_type = strata::model<Whole, Column, Row>;
 
   /// This rank's part of the model on a mesh of `shape`, at `at`. Throws usage_error when the
   /// mesh cannot split it (blocks over stages, heads and MLP width over the tensor group).
@@ -116,8 +122,12 @@ class model {
   std::size_t boundary(std::size_t n) const { return n * config::tokens * static_cast<std::size_t>(c_.embed); }
 
   /// This rank's variables, each with its split, for an executor over the mesh.
-  model_type declare() {
-    model_type m;
+  template <class Algorithm>
+  typename strategies<Algorithm>::model_type declare() {
+    using Whole = typename strategies<Algorithm>::Whole;
+    using Column = typename strategies<Algorithm>::Column;
+    using Row = typename strategies<Algorithm>::Row;
+    typename strategies<Algorithm>::model_type m;
     for (parameter& p : params_) {
       const auto& s = p.shape;
       if (s.size() == 1) {

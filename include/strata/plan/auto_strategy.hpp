@@ -206,6 +206,21 @@ inline std::string describe(const strategy_plan& plan, std::span<const variable_
   return out;
 }
 
+/// Builder B's plan for `variables` (its strategy for each, from their run-time shapes),
+/// scored by the cost model with B's placement of parameter-server shards: AutoDist's
+/// builders as candidates of the same search.
+template <StrategyBuilder B>
+scored_plan builder_plan(std::string name, std::span<const variable_profile> variables, const calibration& c, cluster job,
+                         cost_options options = {}) {
+  std::vector<strategy_descriptor> strategies;
+  for (const variable_profile& v : variables) strategies.push_back(B::describe(v.shape, v.sparse));
+  options.servers = B::servers;
+  const double predicted = cost_model(c, job, {}, options).predict(variables, strategies).total();
+  std::vector<std::string> names;
+  for (const strategy_descriptor& d : strategies) names.push_back(to_string(d));
+  return {std::move(name), std::move(names), predicted};
+}
+
 /// The plans worth a trial run (AutoDist's low-shot trials): the automatic plan, then the
 /// best uniform plans that differ from it, `k` in all at most. Time a few steps of each and
 /// keep the fastest: the trial corrects what the model gets wrong about this machine.

@@ -274,4 +274,21 @@ calibration calibrate(Context& ctx, const calibrate_options& o = {}) {
   return c;
 }
 
+/// This job as the cost model sees it: its ranks and the most on one host (collective).
+template <class Comm>
+cluster this_job(Comm& control) {
+  const std::vector<int> layout = host_layout(control);
+  return {control.size(), *std::ranges::max_element(layout)};
+}
+
+/// The calibration a job plans with: `file` (strata-calibrate --output) when one is given,
+/// refused when it describes another job; else measured now (collective, tens of seconds).
+template <CommContext Context>
+calibration load_or_calibrate(Context& ctx, const std::string& file, const calibrate_options& o = {}) {
+  if (file.empty()) return calibrate(ctx, o);
+  calibration c = load(file);
+  c.check_matches(this_job(ctx.control()), host_layout(ctx.control()));
+  return c;
+}
+
 }  // namespace strata::plan
