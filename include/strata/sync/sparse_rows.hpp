@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 
 #include "strata/error.hpp"
-#include "strata/kernels/sparse_rows.hpp"
 #include "strata/model/variable.hpp"
 
 namespace strata::sync {
@@ -40,17 +39,27 @@ inline void check_sparse_gradient(const variable_binding& v, std::span<const std
 }
 
 /// Rows (any order, repeated) and their values, as unique sorted rows with the values of
-/// repeated rows added in input order.
+/// repeated rows added in input order. One sort of (row, position) keys orders both at
+/// once, so equal rows meet in input order and each value row is read once, where a sort of
+/// the rows, a binary search per entry and a sort of positions did three passes.
 inline void combine_rows(std::span<const std::uint32_t> rows, std::span<const float> values, std::size_t width,
                          std::vector<std::uint32_t>& unique_rows, std::vector<float>& sums) {
-  unique_rows.assign(rows.begin(), rows.end());
-  std::ranges::sort(unique_rows);
-  unique_rows.erase(std::unique(unique_rows.begin(), unique_rows.end()), unique_rows.end());
-  std::vector<std::uint32_t> positions(rows.size());
-  for (std::size_t i = 0; i < rows.size(); ++i)
-    positions[i] = static_cast<std::uint32_t>(std::ranges::lower_bound(unique_rows, rows[i]) - unique_rows.begin());
-  sums.assign(unique_rows.size() * width, 0.0f);
-  kernels::scatter_add_rows(sums, width, positions, values);
+  std::vector<std::uint64_t> keys(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) keys[i] = (std::uint64_t{rows[i]} << 32) | i;
+  std::ranges::sort(keys);
+  unique_rows.clear();
+  sums.clear();
+  sums.reserve(rows.size() * width);
+  for (const std::uint64_t key : keys) {
+    const auto row = static_cast<std::uint32_t>(key >> 32);
+    const float* value = values.data() + (key & 0xffff'ffffu) * width;
+    if (unique_rows.empty() || unique_rows.back() != row) {
+      unique_rows.push_back(row);
+      sums.resize(sums.size() + width, 0.0f);
+    }
+    float* sum = sums.data() + sums.size() - width;
+    for (std::size_t j = 0; j < width; ++j) sum[j] += value[j];  // from 0.0f, as the first add always was
+  }
 }
 
 }  // namespace strata::sync
