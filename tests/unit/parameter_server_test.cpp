@@ -2,6 +2,8 @@
 // server-side optimizers, sparse rows, BSP against all-reduce, the SSP bound and its
 // checker, and the errors of bad requests and silent servers.
 #include <atomic>
+#include <numeric>
+#include <random>
 
 #include <catch2/catch.hpp>
 
@@ -51,6 +53,26 @@ TEST_CASE("repeated rows are combined in input order", "[ps][sparse]") {
                      sums);
   CHECK(rows == std::vector<std::uint32_t>{1, 5});
   CHECK(sums == std::vector<float>{10, 20, 1101, 2202});
+}
+
+TEST_CASE("rows are ordered stably by the radix sort, for tables of every size", "[ps][sparse]") {
+  std::mt19937 random(7);
+  // Largest rows of 0, 11, 22 and 32 bits: zero to three passes.
+  for (const std::uint32_t largest : {0u, 2047u, (1u << 22) - 1, 0xffff'ffffu}) {
+    std::uniform_int_distribution<std::uint32_t> row(0, largest);
+    std::vector<std::uint32_t> rows(5000);
+    for (auto& r : rows) r = row(random) % (largest / 64 + 1) * 64;  // many repeats
+    rows.push_back(largest);
+    std::vector<std::uint32_t> expected(rows.size());
+    std::iota(expected.begin(), expected.end(), 0u);
+    std::ranges::stable_sort(expected, {}, [&](std::uint32_t i) { return rows[i]; });
+    CHECK(sync::positions_by_row(rows) == expected);
+    std::vector<std::uint32_t> unique = rows;
+    std::ranges::sort(unique);
+    unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+    CHECK(sync::unique_sorted_rows(rows) == unique);
+  }
+  CHECK(sync::positions_by_row(std::vector<std::uint32_t>{}).empty());
 }
 
 TEST_CASE("dense push and pull over uneven shards", "[ps]") {

@@ -101,9 +101,7 @@ class ps_synchronizer {
     requires sparse
   {
     check_rows(variables_[k], rows, "pull");
-    std::vector<std::uint32_t> unique_rows(rows.begin(), rows.end());
-    std::ranges::sort(unique_rows);
-    unique_rows.erase(std::unique(unique_rows.begin(), unique_rows.end()), unique_rows.end());
+    const std::vector<std::uint32_t> unique_rows = unique_sorted_rows(rows);
     service_->worker().pull_sparse(plan_index_[k], unique_rows, variables_[k].param, static_cast<std::uint64_t>(update - 1));
     complete(deadline);
   }

@@ -29,7 +29,6 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -106,9 +105,10 @@ class server {
   struct gathering {
     int arrivals = 0;
     std::vector<float> dense;                             // sum of dense pushes
-    std::unordered_map<std::uint32_t, std::size_t> slot;  // sparse: row -> position in rows/sums
-    std::vector<std::uint32_t> rows;
-    std::vector<float> sums;
+    std::vector<std::uint32_t> rows;  // sparse: the rows pushed so far, sorted, each once
+    std::vector<float> sums;          // and their sums
+    std::vector<std::uint32_t> merged_rows;  // scratch of the next merge
+    std::vector<float> merged_sums;
     std::optional<O> optimizer;
   };
   struct shard_state {
@@ -204,16 +204,44 @@ class server {
     return at->second;
   }
 
-  /// The rows a sparse request names, checked against the shard.
+  /// The rows a sparse request names, checked against the shard: within it, sorted, each
+  /// once (what clients send; the BSP gathering merges sorted rows).
   static std::span<const std::uint32_t> rows_in(const shard_state& shard, const request_header& header,
                                                 std::span<const std::byte> bytes) {
     if (bytes.size() < header.rows * sizeof(std::uint32_t)) throw usage_error("the payload is shorter than its rows");
     const std::span<const std::uint32_t> rows(reinterpret_cast<const std::uint32_t*>(bytes.data()), header.rows);
-    for (std::uint32_t row : rows)
-      if (row < shard.plan->first_row || row >= shard.plan->first_row + shard.plan->rows)
-        throw usage_error(fmt::format("row {} of \"{}\" is outside shard rows [{}, {})", row, shard.variable->binding.name,
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i] < shard.plan->first_row || rows[i] >= shard.plan->first_row + shard.plan->rows)
+        throw usage_error(fmt::format("row {} of \"{}\" is outside shard rows [{}, {})", rows[i], shard.variable->binding.name,
                                       shard.plan->first_row, shard.plan->first_row + shard.plan->rows));
+      if (i > 0 && rows[i] <= rows[i - 1])
+        throw usage_error(fmt::format("the rows of a request for \"{}\" are not sorted and unique (row {} after {})",
+                                      shard.variable->binding.name, rows[i], rows[i - 1]));
+    }
     return rows;
+  }
+
+  /// Adds the sorted rows `rows` with gradient rows `grad` into `g`'s sorted rows and sums: a
+  /// merge, linear in both. A row's sum adds the pushes in arrival order, from 0.0f.
+  static void merge_rows(gathering& g, std::span<const std::uint32_t> rows, std::span<const float> grad, std::size_t width) {
+    g.merged_rows.clear();
+    g.merged_sums.clear();
+    g.merged_rows.reserve(g.rows.size() + rows.size());
+    g.merged_sums.reserve((g.rows.size() + rows.size()) * width);
+    std::size_t a = 0, b = 0;
+    while (a < g.rows.size() || b < rows.size()) {
+      const bool from_sum = b == rows.size() || (a < g.rows.size() && g.rows[a] <= rows[b]);
+      const bool from_push = a == g.rows.size() || (b < rows.size() && rows[b] <= g.rows[a]);
+      g.merged_rows.push_back(from_sum ? g.rows[a] : rows[b]);
+      const std::size_t at = g.merged_sums.size();
+      if (from_sum) g.merged_sums.insert(g.merged_sums.end(), g.sums.begin() + a * width, g.sums.begin() + (a + 1) * width);
+      else g.merged_sums.resize(at + width, 0.0f);
+      if (from_push) add(std::span<float>(g.merged_sums).subspan(at, width), grad.subspan(b * width, width), 1.0f);
+      a += from_sum;
+      b += from_push;
+    }
+    std::swap(g.rows, g.merged_rows);
+    std::swap(g.sums, g.merged_sums);
   }
 
   void push(shard_state& shard, int worker, const request_header& header, std::span<const std::byte> payload) {
@@ -243,15 +271,7 @@ class server {
       gathering& g = slot->second;
       if (fresh) std::swap(g, shard.spare);  // the buffers of an earlier clock, emptied
       if (sparse) {
-        for (std::size_t i = 0; i < rows.size(); ++i) {
-          const auto [at, fresh] = g.slot.try_emplace(rows[i], g.rows.size());
-          if (fresh) {
-            g.rows.push_back(rows[i]);
-            g.sums.resize(g.sums.size() + shard.variable->row_elements, 0.0f);
-          }
-          add(std::span<float>(g.sums).subspan(at->second * shard.variable->row_elements, shard.variable->row_elements),
-              grad.subspan(i * shard.variable->row_elements, shard.variable->row_elements), 1.0f);
-        }
+        merge_rows(g, rows, grad, shard.variable->row_elements);
       } else {
         g.dense.resize(expected, 0.0f);
         add(g.dense, grad, 1.0f);
@@ -270,7 +290,6 @@ class server {
       for (auto& a : shard.applied) a = header.clock + 1;
       g.arrivals = 0;
       g.dense.clear();
-      g.slot.clear();
       g.rows.clear();
       g.sums.clear();
       shard.spare = std::move(g);
