@@ -3,7 +3,9 @@
 // needs, push their gradient rows, server-side SGD) and strata's replicated sparse rows (an
 // all-gather of every rank's touched rows) against a dense all-reduce of the whole table's
 // gradient, which is what data parallelism without sparse support (DDP's default)
-// does. Interleaved, medians.
+// does. Interleaved, medians. ps_wire_fraction is the time the PS step's bytes (its pulled
+// rows and its pushed gradient rows, with their ids) need at the point-to-point bandwidth
+// measured in the same run (8 MiB between ranks 0 and 1), over the step's time.
 //
 //   mpirun -np 2 ./sparse_sync
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <strata/plan/calibrate.hpp>
 #include <strata/strata.hpp>
 
 #include "measure.hpp"
@@ -118,15 +121,21 @@ int main(int argc, char** argv) {
   bench::interleave(contenders, rounds, 1, [&] { ctx.control().barrier(); });
   const double ps_ms = 1e3 * bench::median(contenders[0].seconds), gathered_ms = 1e3 * bench::median(contenders[1].seconds),
                dense_ms = 1e3 * bench::median(contenders[2].seconds);
+  const double link_bytes_per_s = ctx.size() > 1 ? plan::measure_link(ctx.control(), 0, 1, 5).bytes_per_s : INFINITY;
+  const double ps_bytes = 2.0 * touched * static_cast<double>(width * sizeof(float) + sizeof(std::uint32_t));
+  const double wire_ms = 1e3 * ps_bytes / link_bytes_per_s;
   if (ctx.rank() == 0) {
     fmt::print("embedding {} x {} fp32 ({:.0f} MiB); {} ranks; {} Zipf({}) ids per rank and step touch {:.0f} rows ({:.2f}%); "
                "medians of {} rounds\n",
                rows, width, static_cast<double>(rows * width * 4) / (1 << 20), ctx.size(), draws, exponent, touched,
                100.0 * touched / static_cast<double>(rows), rounds);
     for (const auto& c : contenders) fmt::print("  {:<20} {:9.2f} ms\n", c.name, 1e3 * bench::median(c.seconds));
+    fmt::print("point to point {:.2f} GB/s: the PS step's {:.2f} MB need {:.3f} ms on the wire\n", link_bytes_per_s / 1e9,
+               ps_bytes / 1e6, wire_ms);
     fmt::print("summary: ranks={} rows={} width={} touched_fraction={:.4f} sparse_ps_ms={:.2f} sparse_allgather_ms={:.2f} "
-               "dense_allreduce_ms={:.2f} speedup={:.1f} (target >= 20) allgather_speedup={:.1f}\n",
+               "dense_allreduce_ms={:.2f} speedup={:.1f} (target >= 20) allgather_speedup={:.1f} ps_wire_ms={:.3f} "
+               "ps_wire_fraction={:.2f} (target >= 0.5)\n",
                ctx.size(), rows, width, touched / static_cast<double>(rows), ps_ms, gathered_ms, dense_ms, dense_ms / ps_ms,
-               dense_ms / gathered_ms);
+               dense_ms / gathered_ms, wire_ms, wire_ms / ps_ms);
   }
 }

@@ -149,6 +149,23 @@ line fit_sparse(Context& ctx, const std::vector<std::size_t>& touched, int repea
   return line::fit(row_counts, bytes, seconds);
 }
 
+/// fp32 bytes encoded to half precision and decoded back, per second.
+inline double cast_rate(int repeats) {
+  std::vector<float> values(std::size_t{4} << 20, 0.25f), back(values.size());
+  std::vector<half> wire(values.size());
+  std::vector<double> seconds;
+  for (int i = 0; i < repeats + 1; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    kernels::scaled_narrow<half>(values, wire, 1.0f);
+    kernels::scaled_widen<half>(wire, back, 1.0f);
+    if (i > 0) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::ranges::sort(seconds);
+  return static_cast<double>(values.size() * sizeof(float)) / seconds[seconds.size() / 2];
+}
+
+}  // namespace detail
+
 /// Half a round trip of `bytes` between ranks `a` and `b` (the others wait), median.
 template <class Comm>
 double one_way_seconds(Comm& comm, int a, int b, std::size_t bytes, int repeats) {
@@ -173,6 +190,8 @@ double one_way_seconds(Comm& comm, int a, int b, std::size_t bytes, int repeats)
   return slowest_rank_median(comm, repeats, exchange) / 2;
 }
 
+/// The link between ranks `a` and `b`: its latency (half a round trip of 8 bytes) and its
+/// bandwidth (8 MiB, beyond the latency). Collective: the other ranks wait.
 template <class Comm>
 link_class measure_link(Comm& comm, int a, int b, int repeats) {
   const double small = one_way_seconds(comm, a, b, 8, repeats * 3);
@@ -180,23 +199,6 @@ link_class measure_link(Comm& comm, int a, int b, int repeats) {
   const double big = one_way_seconds(comm, a, b, large, repeats);
   return {small, static_cast<double>(large) / std::max(big - small, 1e-9)};
 }
-
-/// fp32 bytes encoded to half precision and decoded back, per second.
-inline double cast_rate(int repeats) {
-  std::vector<float> values(std::size_t{4} << 20, 0.25f), back(values.size());
-  std::vector<half> wire(values.size());
-  std::vector<double> seconds;
-  for (int i = 0; i < repeats + 1; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    kernels::scaled_narrow<half>(values, wire, 1.0f);
-    kernels::scaled_widen<half>(wire, back, 1.0f);
-    if (i > 0) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::ranges::sort(seconds);
-  return static_cast<double>(values.size() * sizeof(float)) / seconds[seconds.size() / 2];
-}
-
-}  // namespace detail
 
 /// Every rank's host, as its node color (the host's first rank). Collective.
 template <class Comm>
@@ -237,9 +239,9 @@ calibration calibrate(Context& ctx, const calibrate_options& o = {}) {
   const auto same_host = std::ranges::find_if(colors.begin() + 1, colors.end(), [&](int k) { return k == colors[0]; });
   const auto other_host = std::ranges::find_if(colors, [&](int k) { return k != colors[0]; });
   if (same_host != colors.end())
-    c.within_host = detail::measure_link(control, 0, static_cast<int>(same_host - colors.begin()), o.repeats);
+    c.within_host = measure_link(control, 0, static_cast<int>(same_host - colors.begin()), o.repeats);
   if (other_host != colors.end())
-    c.across_hosts = detail::measure_link(control, 0, static_cast<int>(other_host - colors.begin()), o.repeats);
+    c.across_hosts = measure_link(control, 0, static_cast<int>(other_host - colors.begin()), o.repeats);
   if (!c.within_host.known()) c.within_host = c.across_hosts;  // one rank per host
 
   say("all-reduce: Ring");
