@@ -4,6 +4,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <mutex>
 
 #include <catch2/catch.hpp>
@@ -198,6 +199,30 @@ TEST_CASE("only the newest K checkpoints are kept, and abandoned ones are ignore
     conformance::expect(restored && restored->step == 5 && restored->meta.at("update") == "5" && exec.updates() == 5,
                         "restored the wrong checkpoint");
   });
+}
+
+TEST_CASE("a diverged model is not saved: every rank refuses, naming the tensor or the rank", "[checkpoint]") {
+  temporary_folder folder;
+  const ckpt::store store(folder.path);
+  std::mutex mutex;
+  std::vector<std::string> messages(2);
+  loopback::run(2, [&](loopback::context& ctx) {
+    replica r;
+    auto exec = make_executor(ctx, r.m, optim::sgd{.lr = 0.1f}, small_buckets());
+    r.backward(ctx.rank(), 1);
+    exec.step();
+    if (ctx.rank() == 1) r.params[1][3] = std::numeric_limits<float>::infinity();  // one rank's replica diverged
+    try {
+      exec.save_checkpoint(store);
+    } catch (const numeric_error& e) {
+      const std::lock_guard lock(mutex);
+      messages[static_cast<std::size_t>(ctx.rank())] = e.what();
+    }
+  });
+  CHECK_THAT(messages[1], Catch::Contains("\"fc.bias\" holds NaN or infinite values (the model diverged"));
+  CHECK_THAT(messages[0], Catch::Contains("the state on rank 1 holds NaN or infinite values"));
+  CHECK_THAT(messages[0], Catch::Contains("not saving checkpoint") && Catch::Contains("of update 1"));
+  CHECK(store.committed_steps().empty());
 }
 
 TEST_CASE("a corrupted newest checkpoint is refused and the previous one restored", "[checkpoint][corruption]") {

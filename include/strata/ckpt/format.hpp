@@ -29,12 +29,14 @@
 #include <system_error>
 #include <vector>
 
-#include <fmt/format.h>
 #include <zlib.h>
 
+#include "strata/detail/text.hpp"
 #include "strata/error.hpp"
 
 namespace strata::ckpt {
+
+namespace text = strata::detail;  // messages without fmt: this header is compiled by nvcc too
 
 static_assert(std::endian::native == std::endian::little, "checkpoint files are little-endian; add byte swapping");
 
@@ -135,18 +137,18 @@ class file_builder {
 /// The records point into `bytes`, which must outlive them.
 inline std::vector<record> parse_file(std::span<const std::byte> bytes, std::string_view what) {
   auto fail = [&](std::string_view why) -> checkpoint_error {
-    return checkpoint_error(fmt::format("checkpoint file {} is unusable: {}", what, why));
+    return checkpoint_error(text::cat("checkpoint file ", what, " is unusable: ", why));
   };
   constexpr std::size_t header = file_magic.size() + 2 * sizeof(std::uint32_t);
   if (bytes.size() < header + sizeof(std::uint32_t))
-    throw fail(fmt::format("it has {} bytes, fewer than an empty checkpoint file (truncated?)", bytes.size()));
+    throw fail(text::cat("it has ", bytes.size(), " bytes, fewer than an empty checkpoint file (truncated?)"));
   if (std::memcmp(bytes.data(), file_magic.data(), file_magic.size()) != 0)
     throw fail("it does not start with \"STRATACK\" (not a strata checkpoint)");
 
   std::size_t at = file_magic.size();
   auto take = [&]<class T>(std::type_identity<T>, std::string_view field) {
     if (bytes.size() - sizeof(std::uint32_t) - at < sizeof(T))
-      throw fail(fmt::format("it ends inside the {} at byte {} (truncated)", field, at));
+      throw fail(text::cat("it ends inside the ", field, " at byte ", at, " (truncated)"));
     T value;
     std::memcpy(&value, bytes.data() + at, sizeof(T));
     at += sizeof(T);
@@ -154,7 +156,7 @@ inline std::vector<record> parse_file(std::span<const std::byte> bytes, std::str
   };
   auto take_bytes = [&](std::uint64_t n, std::string_view field) {
     if (bytes.size() - sizeof(std::uint32_t) - at < n)
-      throw fail(fmt::format("its {} of {} bytes at byte {} runs past the end (truncated)", field, n, at));
+      throw fail(text::cat("its ", field, " of ", n, " bytes at byte ", at, " runs past the end (truncated)"));
     const auto span = bytes.subspan(at, static_cast<std::size_t>(n));
     at += static_cast<std::size_t>(n);
     return span;
@@ -166,7 +168,7 @@ inline std::vector<record> parse_file(std::span<const std::byte> bytes, std::str
 
   const std::uint32_t version = take(u32{}, "format version");
   if (version != format_version)
-    throw fail(fmt::format("format version {}, but this strata reads version {}", version, format_version));
+    throw fail(text::cat("format version ", version, ", but this strata reads version ", format_version));
   std::uint32_t stored_crc;
   std::memcpy(&stored_crc, bytes.data() + bytes.size() - sizeof(stored_crc), sizeof(stored_crc));
   if (crc32_of(bytes.first(bytes.size() - sizeof(stored_crc))) != stored_crc)
@@ -177,19 +179,20 @@ inline std::vector<record> parse_file(std::span<const std::byte> bytes, std::str
   for (std::uint32_t i = 0; i < count; ++i) {
     record r;
     const std::uint8_t kind = take(u8{}, "record kind");
-    if (kind > static_cast<std::uint8_t>(record_kind::blob)) throw fail(fmt::format("record {} has unknown kind {}", i, kind));
+    if (kind > static_cast<std::uint8_t>(record_kind::blob))
+      throw fail(text::cat("record ", i, " has unknown kind ", kind));
     r.kind = static_cast<record_kind>(kind);
     const std::uint16_t name_bytes = take(u16{}, "name length");
-    if (name_bytes > max_name_bytes) throw fail(fmt::format("record {} has a name of {} bytes", i, name_bytes));
+    if (name_bytes > max_name_bytes) throw fail(text::cat("record ", i, " has a name of ", name_bytes, " bytes"));
     const auto name = take_bytes(name_bytes, "name");
     r.name.assign(reinterpret_cast<const char*>(name.data()), name.size());
     const std::uint8_t dims = take(u8{}, "dimension count");
-    if (dims > max_dims) throw fail(fmt::format("record \"{}\" has {} dimensions", r.name, dims));
+    if (dims > max_dims) throw fail(text::cat("record \"", r.name, "\" has ", dims, " dimensions"));
     std::uint64_t elements = 1;
     for (std::uint8_t d = 0; d < dims; ++d) {
       const std::uint64_t extent = take(u64{}, "shape");
       if (extent != 0 && elements > std::numeric_limits<std::uint64_t>::max() / extent)
-        throw fail(fmt::format("record \"{}\" has a shape whose size overflows", r.name));
+        throw fail(text::cat("record \"", r.name, "\" has a shape whose size overflows"));
       elements *= extent;
       r.shape.push_back(extent);
     }
@@ -198,20 +201,23 @@ inline std::vector<record> parse_file(std::span<const std::byte> bytes, std::str
     r.source_rank = take(u32{}, "source rank");
     const std::uint64_t payload_bytes = take(u64{}, "payload length");
     if (r.kind == record_kind::blob) {
-      if (payload_bytes != r.count) throw fail(fmt::format("blob \"{}\" says {} bytes but carries {}", r.name, r.count, payload_bytes));
+      if (payload_bytes != r.count)
+        throw fail(text::cat("blob \"", r.name, "\" says ", r.count, " bytes but carries ", payload_bytes));
     } else {
       if (r.begin > elements || r.count > elements - r.begin)
-        throw fail(fmt::format("slice [{}, +{}) of \"{}\" lies outside its {} elements", r.begin, r.count, r.name, elements));
+        throw fail(text::cat("slice [", r.begin, ", +", r.count, ") of \"", r.name, "\" lies outside its ", elements,
+                             " elements"));
       if (r.kind == record_kind::rank_local && (r.begin != 0 || r.count != elements))
-        throw fail(fmt::format("rank-local record \"{}\" is not a whole tensor", r.name));
+        throw fail(text::cat("rank-local record \"", r.name, "\" is not a whole tensor"));
       if (r.count > std::numeric_limits<std::uint64_t>::max() / sizeof(float) || payload_bytes != r.count * sizeof(float))
-        throw fail(fmt::format("tensor record \"{}\" has {} elements but {} payload bytes", r.name, r.count, payload_bytes));
+        throw fail(text::cat("tensor record \"", r.name, "\" has ", r.count, " elements but ", payload_bytes,
+                             " payload bytes"));
     }
     r.payload = take_bytes(payload_bytes, "payload");
     records.push_back(std::move(r));
   }
   if (at != bytes.size() - sizeof(std::uint32_t))
-    throw fail(fmt::format("{} bytes follow the last record", bytes.size() - sizeof(std::uint32_t) - at));
+    throw fail(text::cat(bytes.size() - sizeof(std::uint32_t) - at, " bytes follow the last record"));
   return records;
 }
 
@@ -219,15 +225,16 @@ inline std::vector<record> parse_file(std::span<const std::byte> bytes, std::str
 inline std::vector<std::byte> read_file_bytes(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
-    throw checkpoint_error(fmt::format("checkpoint file {} is not a regular file{}", path,
-                                       ec ? fmt::format(" ({})", ec.message()) : std::string(" (a folder, or missing?)")));
+    throw checkpoint_error(
+        text::cat("checkpoint file ", path, " is not a regular file",
+                  ec ? text::cat(" (", ec.message(), ")") : std::string(" (a folder, or missing?)")));
   std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw checkpoint_error(fmt::format("checkpoint file {} cannot be opened", path));
+  if (!in) throw checkpoint_error(text::cat("checkpoint file ", path, " cannot be opened"));
   const auto size = static_cast<std::size_t>(in.tellg());
   std::vector<std::byte> bytes(size);
   in.seekg(0);
   if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
-    throw checkpoint_error(fmt::format("checkpoint file {} cannot be read", path));
+    throw checkpoint_error(text::cat("checkpoint file ", path, " cannot be read"));
   return bytes;
 }
 

@@ -3,6 +3,8 @@
 // tensors with their full logical shape and how they are shared among ranks. Saving writes
 // them; restoring fills the same spans, whatever the world size or partitioning was when
 // they were saved.
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -73,5 +75,13 @@ class state_set {
   std::vector<std::unique_ptr<std::vector<float>>> scratch_;
   std::vector<std::function<void()>> hooks_;
 };
+
+/// The name of the first tensor of `set` holding a NaN or an infinity, or "": a diverged
+/// model is not saved, since resuming from it would only diverge again.
+inline std::string first_nonfinite(const state_set& set) {
+  for (const tensor_state& t : set.tensors())
+    if (!std::all_of(t.data.begin(), t.data.end(), [](float x) { return std::isfinite(x); })) return t.name;
+  return {};
+}
 
 }  // namespace strata::ckpt

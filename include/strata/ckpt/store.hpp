@@ -18,8 +18,13 @@
 // Restoring reads the commit file and every rank file of the checkpoint, checks all the
 // checksums, and assembles each tensor whole from the slices, whatever the world size that
 // wrote them: that is what makes resharding (4 ranks -> 2, 2 -> 4) a plain restore.
+//
+// nvcc compiles this too (the nccl executor saves through it), so it is written for nvcc's
+// front end: messages built without fmt (which nvcc cannot compile), iterator-pair
+// algorithms instead of std::ranges ones and explicit spans of vectors (which it refuses).
 #include <algorithm>
 #include <charconv>
+#include <concepts>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -34,14 +39,25 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
-
 #include "strata/ckpt/format.hpp"
 #include "strata/ckpt/state.hpp"
-#include "strata/comm/communicator.hpp"
 #include "strata/detail/text.hpp"
+#include "strata/error.hpp"
 
 namespace strata::ckpt {
+
+/// The ranks that save and restore a checkpoint together, as the store uses them: their
+/// number, this one's place, and two blocking collectives over host memory. The host
+/// backends' communicators are such groups; the nccl executor makes one of its
+/// communicator by staging through device memory.
+template <class G>
+concept Group = requires(G& g, const G& cg, std::span<std::byte> bytes, std::span<const std::uint32_t> mine,
+                         std::span<std::uint32_t> all, int root) {
+  { cg.rank() } -> std::same_as<int>;
+  { cg.size() } -> std::same_as<int>;
+  g.broadcast(bytes, root);
+  g.allgather(mine, all);
+};
 
 /// The user's own facts to restore with the tensors: data position, random state, epoch.
 using metadata = std::map<std::string, std::string>;
@@ -58,17 +74,17 @@ namespace detail {
 /// On failure the temporary file is removed, so a full disk is not filled further by every
 /// retry.
 inline void write_atomically(const std::filesystem::path& path, std::span<const std::byte> bytes) {
-  const std::filesystem::path temporary = path.string() + fmt::format(".tmp.{}", ::getpid());
+  const std::filesystem::path temporary = path.string() + text::cat(".tmp.", ::getpid());
   auto fail = [&](std::string_view what) {
     const int code = errno;
     std::error_code ignored;
     std::filesystem::remove(temporary, ignored);
     const bool full = code == ENOSPC || code == EDQUOT;
-    return checkpoint_write_error(fmt::format("cannot write checkpoint file {}: {} failed: {}{}", path.string(), what,
-                                              std::generic_category().message(code),
-                                              full ? " (the disk is full: free space or choose another checkpoint "
-                                                     "directory; nothing of this checkpoint was committed)"
-                                                   : ""));
+    return checkpoint_write_error(text::cat("cannot write checkpoint file ", path.string(), ": ", what,
+                                            " failed: ", std::generic_category().message(code),
+                                            full ? " (the disk is full: free space or choose another checkpoint "
+                                                   "directory; nothing of this checkpoint was committed)"
+                                                 : ""));
   };
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw fail("open");
@@ -115,7 +131,7 @@ inline record blob(std::string name, std::string_view bytes) {
 /// What binds a rank file to its checkpoint: the checkpoint's random id, its step, the world
 /// that wrote it and the writing rank.
 inline std::string identity(std::uint64_t id, std::int64_t step, int rank, int world_size) {
-  return fmt::format("checkpoint {:016x} step {} rank {} of {}", id, step, rank, world_size);
+  return text::cat("checkpoint ", text::hex(id), " step ", step, " rank ", rank, " of ", world_size);
 }
 
 /// The CRC-32 a finished file image carries in its last four bytes: the digest of its
@@ -133,10 +149,10 @@ inline std::uint64_t random_id() {
 }
 
 /// One rank's agreement value for a collective decision (all ranks learn every rank's).
-template <Communicator C>
+template <Group C>
 std::vector<std::uint32_t> gather_u32(C& comm, std::uint32_t mine) {
   std::vector<std::uint32_t> all(static_cast<std::size_t>(comm.size()));
-  comm.allgather(std::span<const std::uint32_t>(&mine, 1), std::span<std::uint32_t>(all));
+  comm.allgather(std::span<const std::uint32_t>(&mine, 1), std::span<std::uint32_t>(all.data(), all.size()));
   return all;
 }
 
@@ -146,11 +162,13 @@ class store {
  public:
   /// Checkpoints live in `directory` (created on the first save); the newest `keep` are kept.
   explicit store(std::filesystem::path directory, int keep = 3) : directory_(std::move(directory)), keep_(keep) {
-    if (keep < 1) throw usage_error(fmt::format("ckpt::store: keep must be at least 1, got {}", keep));
+    if (keep < 1) throw usage_error(text::cat("ckpt::store: keep must be at least 1, got ", keep));
   }
 
   const std::filesystem::path& directory() const { return directory_; }
-  std::filesystem::path folder_of(std::int64_t step) const { return directory_ / fmt::format("step-{:012d}", step); }
+  std::filesystem::path folder_of(std::int64_t step) const {
+    return directory_ / text::cat("step-", text::zero_padded(step, 12));
+  }
 
   /// Steps of the committed checkpoints, newest first (their contents are not checked here).
   std::vector<std::int64_t> committed_steps() const {
@@ -158,16 +176,18 @@ class store {
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(directory_, ec))
       if (auto step = step_of(entry.path()); step && std::filesystem::exists(entry.path() / commit_name, ec)) steps.push_back(*step);
-    std::ranges::sort(steps, std::greater<>());
+    std::sort(steps.begin(), steps.end(), std::greater<>());
     return steps;
   }
 
   /// Collective: every rank writes its slices of the replicated tensors and its rank-local
   /// tensors; rank 0 then commits `step` with `meta`. When it returns on any rank, the
-  /// checkpoint is committed. A rank that cannot write makes every rank throw.
-  template <Communicator C>
+  /// checkpoint is committed. A rank that cannot write makes every rank throw; a state that
+  /// holds NaN or infinite values on any rank is not saved (numeric_error on every rank).
+  template <Group C>
   void save(C& comm, std::int64_t step, const state_set& state, const metadata& meta = {}) const {
     const std::filesystem::path folder = folder_of(step);
+    refuse_diverged(comm, step, state);
     std::uint64_t id = comm.rank() == 0 ? detail::random_id() : 0;
     comm.broadcast(std::as_writable_bytes(std::span<std::uint64_t>(&id, 1)), 0);
     std::string failure;
@@ -200,16 +220,17 @@ class store {
         file.add(r);
       }
       const std::vector<std::byte> bytes = std::move(file).finish();
-      crc = detail::stored_crc(bytes);
-      detail::write_atomically(folder / rank_file(comm.rank(), comm.size()), bytes);
+      const std::span<const std::byte> contents(bytes.data(), bytes.size());
+      crc = detail::stored_crc(contents);
+      detail::write_atomically(folder / rank_file(comm.rank(), comm.size()), contents);
     } catch (const std::exception& e) {
       failure = e.what();
     }
     // Everyone learns every rank's outcome and checksum at once.
     const std::vector<std::uint32_t> ok = detail::gather_u32(comm, failure.empty() ? 1u : 0u);
     const std::vector<std::uint32_t> crcs = detail::gather_u32(comm, crc);
-    if (std::ranges::find(ok, 0u) != ok.end()) forget(folder, comm.rank(), comm.size());
-    throw_unless_all<checkpoint_write_error>(ok, failure, fmt::format("saving checkpoint {}", folder.string()));
+    if (std::find(ok.begin(), ok.end(), 0u) != ok.end()) forget(folder, comm.rank(), comm.size());
+    throw_unless_all<checkpoint_write_error>(ok, failure, text::cat("saving checkpoint ", folder.string()));
     if (comm.rank() == 0) {
       try {
         commit(folder, step, id, comm.size(), crcs, meta);
@@ -222,14 +243,14 @@ class store {
     comm.broadcast(std::as_writable_bytes(std::span<std::uint32_t>(&committed, 1)), 0);
     if (!committed) {
       forget(folder, comm.rank(), comm.size());
-      throw checkpoint_write_error(comm.rank() == 0 ? failure : fmt::format("rank 0 could not commit {}", folder.string()));
+      throw checkpoint_write_error(comm.rank() == 0 ? failure : text::cat("rank 0 could not commit ", folder.string()));
     }
   }
 
   /// Collective: restores checkpoint `step` into `state` (any world size may have written
   /// it). Every rank checks every file; if any rank finds a defect, every rank throws
   /// checkpoint_error and `state` may be partly overwritten — restore another checkpoint.
-  template <Communicator C>
+  template <Group C>
   restored_checkpoint restore(C& comm, std::int64_t step, const state_set& state) const {
     const std::filesystem::path folder = folder_of(step);
     std::string failure;
@@ -242,7 +263,7 @@ class store {
       failure = e.what();
     }
     throw_unless_all(detail::gather_u32(comm, failure.empty() ? 1u : 0u), failure,
-                     fmt::format("restoring checkpoint {}", folder.string()));
+                     text::cat("restoring checkpoint ", folder.string()));
     for (const tensor_state& t : state.tensors()) fill(t, records, comm.rank(), comm.size(), folder);
     state.restored();
     return result;
@@ -251,35 +272,52 @@ class store {
   /// Collective: restores the newest usable checkpoint. A newer one that is unusable is
   /// refused with a message on rank 0's standard error, and the one before it is tried.
   /// Nothing committed: nullopt. Checkpoints exist but none is usable: checkpoint_error.
-  template <Communicator C>
+  template <Group C>
   std::optional<restored_checkpoint> restore_latest(C& comm, const state_set& state) const {
     std::vector<std::int64_t> steps = committed_steps();
     // Rank 0's listing decides, so that every rank tries the same checkpoints.
     std::uint64_t count = steps.size();
     comm.broadcast(std::as_writable_bytes(std::span<std::uint64_t>(&count, 1)), 0);
     steps.resize(count);
-    comm.broadcast(std::as_writable_bytes(std::span<std::int64_t>(steps)), 0);
+    comm.broadcast(std::as_writable_bytes(std::span<std::int64_t>(steps.data(), steps.size())), 0);
     std::string refusals;
     for (std::int64_t step : steps) {
       try {
         return restore(comm, step, state);
       } catch (const checkpoint_error& e) {
-        refusals += fmt::format("\n  {}", e.what());
+        refusals += text::cat("\n  ", e.what());
         if (comm.rank() == 0) {
-          std::fputs(fmt::format("strata: refusing checkpoint {}: {}\n", folder_of(step).string(), e.what()).c_str(), stderr);
+          std::fputs(text::cat("strata: refusing checkpoint ", folder_of(step).string(), ": ", e.what(), "\n").c_str(),
+                     stderr);
           std::fflush(stderr);
         }
       }
     }
     if (steps.empty()) return std::nullopt;
-    throw checkpoint_error(fmt::format("none of the {} checkpoints in {} is usable:{}", steps.size(), directory_.string(), refusals));
+    throw checkpoint_error(
+        text::cat("none of the ", steps.size(), " checkpoints in ", directory_.string(), " is usable:", refusals));
   }
 
  private:
   static constexpr std::string_view commit_name = "commit.ckpt";
   static constexpr std::string_view identity_name = "strata/identity";
 
-  static std::string rank_file(int rank, int size) { return fmt::format("rank-{:05d}-of-{:05d}.ckpt", rank, size); }
+  // A diverged model is not saved: resuming from it would only diverge again.
+  template <Group C>
+  void refuse_diverged(C& comm, std::int64_t step, const state_set& state) const {
+    const std::string nonfinite = first_nonfinite(state);
+    const std::vector<std::uint32_t> finite = detail::gather_u32(comm, nonfinite.empty() ? 1u : 0u);
+    if (const auto bad = std::find(finite.begin(), finite.end(), 0u); bad != finite.end())
+      throw numeric_error(text::cat(
+          "not saving checkpoint ", folder_of(step).string(), " of update ", step, ": ",
+          nonfinite.empty() ? text::cat("the state on rank ", bad - finite.begin()) : text::cat("\"", nonfinite, "\""),
+          " holds NaN or infinite values (the model diverged; lower the learning rate, or resume from an earlier "
+          "checkpoint)"));
+  }
+
+  static std::string rank_file(int rank, int size) {
+    return text::cat("rank-", text::zero_padded(rank, 5), "-of-", text::zero_padded(size, 5), ".ckpt");
+  }
 
   static std::optional<std::int64_t> step_of(const std::filesystem::path& folder) {
     const std::string name = folder.filename().string();
@@ -305,14 +343,14 @@ class store {
       if (!ok[r]) failed.push_back(static_cast<int>(r));
     if (failed.empty()) return;
     if (!local_failure.empty()) throw Error(local_failure);
-    throw Error(fmt::format("{}: rank{} {} failed (see {} message)", doing, failed.size() > 1 ? "s" : "",
-                                       fmt::join(failed, ", "), failed.size() > 1 ? "their" : "its"));
+    throw Error(text::cat(doing, ": rank", failed.size() > 1 ? "s" : "", " ", text::join(failed, ", "), " failed (see ",
+                          failed.size() > 1 ? "their" : "its", " message)"));
   }
 
   void commit(const std::filesystem::path& folder, std::int64_t step, std::uint64_t id, int world_size,
               const std::vector<std::uint32_t>& crcs, const metadata& meta) const {
     const std::string step_text = std::to_string(step), world_text = std::to_string(world_size);
-    const std::string id_text = fmt::format("{:016x}", id);
+    const std::string id_text = text::hex(id);
     const std::string crc_text(reinterpret_cast<const char*>(crcs.data()), crcs.size() * sizeof(std::uint32_t));
     file_builder file;
     file.add(detail::blob("strata/step", step_text));
@@ -331,7 +369,7 @@ class store {
     for (const auto& entry : std::filesystem::directory_iterator(directory_, ec)) {
       const auto step = step_of(entry.path());
       if (!step || *step >= newest) continue;
-      const auto rank = std::ranges::find(committed, *step) - committed.begin();
+      const auto rank = std::find(committed.begin(), committed.end(), *step) - committed.begin();
       const bool abandoned = rank == static_cast<std::ptrdiff_t>(committed.size());
       if (abandoned || rank >= keep_) std::filesystem::remove_all(entry.path(), ec);
     }
@@ -353,19 +391,19 @@ class store {
       else if (r.name.starts_with("meta/")) result.meta.emplace(r.name.substr(5), r.text());
     }
     auto unusable = [&](std::string_view why) {
-      return checkpoint_error(fmt::format("checkpoint file {} is unusable: {}", commit_path, why));
+      return checkpoint_error(text::cat("checkpoint file ", commit_path, " is unusable: ", why));
     };
     auto number = [&](std::optional<std::string_view> text, std::string_view what) {
       std::int64_t value = -1;
       if (!text || std::from_chars(text->data(), text->data() + text->size(), value).ec != std::errc() || value < 0)
-        throw unusable(fmt::format("no valid {}", what));
+        throw unusable(text::cat("no valid ", what));
       return value;
     };
     result.step = number(step, "step");
     result.world_size = static_cast<int>(number(world, "world size"));
     if (result.step != folder_step)
-      throw unusable(fmt::format("it commits step {}, but lies in the folder of step {} (copied from another checkpoint?)",
-                                 result.step, folder_step));
+      throw unusable(text::cat("it commits step ", result.step, ", but lies in the folder of step ", folder_step,
+                               " (copied from another checkpoint?)"));
     if (!crcs || crcs->size() != static_cast<std::size_t>(result.world_size) * sizeof(std::uint32_t) || result.world_size == 0)
       throw unusable("it lists no checksum per rank file");
     std::uint64_t id_value = 0;
@@ -377,17 +415,17 @@ class store {
       std::uint32_t expected;
       std::memcpy(&expected, crcs->data() + static_cast<std::size_t>(r) * sizeof(expected), sizeof(expected));
       if (detail::stored_crc(files.back()) != expected)
-        throw checkpoint_error(fmt::format("checkpoint file {} is unusable: it is not the file that was committed "
-                                           "(its checksum differs; corrupted, truncated, or copied in from another "
-                                           "checkpoint)",
-                                           path));
+        throw checkpoint_error(text::cat("checkpoint file ", path,
+                                         " is unusable: it is not the file that was committed (its checksum differs; "
+                                         "corrupted, truncated, or copied in from another checkpoint)"));
       std::vector<record> parsed = parse_file(files.back(), path);
       const std::string expected_identity = detail::identity(id_value, result.step, r, result.world_size);
       if (parsed.empty() || parsed.front().name != identity_name || parsed.front().text() != expected_identity)
-        throw checkpoint_error(fmt::format(
-            "checkpoint file {} is unusable: it says \"{}\" but belongs to \"{}\" (copied in from another step, run or rank)",
-            path, parsed.empty() || parsed.front().name != identity_name ? "nothing" : strata::detail::excerpt(parsed.front().text(), 96),
-            expected_identity));
+        throw checkpoint_error(
+            text::cat("checkpoint file ", path, " is unusable: it says \"",
+                      parsed.empty() || parsed.front().name != identity_name ? "nothing"
+                                                                             : text::excerpt(parsed.front().text(), 96),
+                      "\" but belongs to \"", expected_identity, "\" (copied in from another step, run or rank)"));
       for (record& rec : parsed) records.push_back(std::move(rec));
     }
     return result;
@@ -401,14 +439,17 @@ class store {
     std::size_t found = 0;
     // The elements this rank fills: the whole tensor, or its shard's range.
     const std::uint64_t first = t.how == sharing::sharded ? t.begin : 0, last = first + t.data.size();
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> slices;  // [begin, end) of each slice's part in range
-    if (t.how == sharing::rank_local) std::ranges::fill(t.data, 0.0f);
+    struct part {
+      std::uint64_t begin, end;  // of a slice's part in range
+    };
+    std::vector<part> slices;
+    if (t.how == sharing::rank_local) std::fill(t.data.begin(), t.data.end(), 0.0f);
     for (const record& r : records) {
       if (r.kind == record_kind::blob || r.name != t.name) continue;
       if (r.shape != shape)
-        throw checkpoint_error(fmt::format("checkpoint {} holds \"{}\" with shape [{}], but the model's is [{}]; restore "
-                                           "into a model with the same variables",
-                                           folder.string(), t.name, fmt::join(r.shape, ","), fmt::join(shape, ",")));
+        throw checkpoint_error(text::cat("checkpoint ", folder.string(), " holds \"", t.name, "\" with shape [",
+                                         text::join(r.shape, ","), "], but the model's is [", text::join(shape, ","),
+                                         "]; restore into a model with the same variables"));
       ++found;
       if (t.how != sharing::rank_local) {
         const std::uint64_t from = std::max(first, r.begin), to = std::min(last, r.begin + r.count);
@@ -417,7 +458,7 @@ class store {
         std::copy(values.begin() + static_cast<std::ptrdiff_t>(from - r.begin),
                   values.begin() + static_cast<std::ptrdiff_t>(to - r.begin),
                   t.data.begin() + static_cast<std::ptrdiff_t>(from - first));
-        slices.emplace_back(from, to);
+        slices.push_back({from, to});
         continue;
       }
       const std::vector<float> values = r.floats();
@@ -427,18 +468,20 @@ class store {
     }
     if (found == 0 && t.optional) return;
     if (found == 0)
-      throw checkpoint_error(fmt::format("checkpoint {} has no \"{}\"; it was saved from a different model", folder.string(),
-                                         t.name));
+      throw checkpoint_error(
+          text::cat("checkpoint ", folder.string(), " has no \"", t.name, "\"; it was saved from a different model"));
     if (t.how != sharing::rank_local) {
-      std::ranges::sort(slices);
+      std::sort(slices.begin(), slices.end(), [](const part& x, const part& y) {
+        return x.begin < y.begin || (x.begin == y.begin && x.end < y.end);
+      });
       std::uint64_t end = first;
-      for (const auto& [b, e] : slices)
-        if (b == end) end = e;
+      for (const part& p : slices)
+        if (p.begin == end) end = p.end;
         else break;
       if (end != last)
-        throw checkpoint_error(fmt::format("checkpoint {} does not cover \"{}\" exactly once with its slices (element {} of "
-                                           "[{}, {}) is missing or written twice)",
-                                           folder.string(), t.name, end, first, last));
+        throw checkpoint_error(text::cat("checkpoint ", folder.string(), " does not cover \"", t.name,
+                                         "\" exactly once with its slices (element ", end, " of [", first, ", ", last,
+                                         ") is missing or written twice)"));
     }
   }
 

@@ -1,9 +1,14 @@
 #pragma once
 // Quoting user input in error messages: whole UTF-8 characters only, and a bounded excerpt of
-// long input (a 100 kB strategy string or environment value is not echoed back whole).
+// long input (a 100 kB strategy string or environment value is not echoed back whole). And
+// building messages without fmt, for the headers that nvcc compiles too (nvcc cannot compile
+// fmt): cat, join, hex, zero_padded.
 #include <cstddef>
+#include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace strata::detail {
 
@@ -32,6 +37,49 @@ inline std::string excerpt(std::string_view text, std::size_t max_bytes = 64) {
     end = next;
   }
   return std::string(text.substr(0, end)) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
+/// Appends one part of a message: text as it is, a character, a number as fmt's "{}" writes
+/// integers (std::to_string's form).
+inline void append(std::string& out, std::string_view text) { out += text; }
+inline void append(std::string& out, char c) { out += c; }
+template <class T>
+  requires std::is_arithmetic_v<T> && (!std::is_same_v<T, char>)
+void append(std::string& out, T number) {
+  out += std::to_string(number);
+}
+
+/// The parts written one after another: cat("rank ", 3, " of ", 4) is "rank 3 of 4".
+template <class... Parts>
+std::string cat(const Parts&... parts) {
+  std::string out;
+  (append(out, parts), ...);
+  return out;
+}
+
+/// The elements of `range` with `separator` between them.
+template <class Range>
+std::string join(const Range& range, std::string_view separator) {
+  std::string out;
+  for (const auto& x : range) {
+    if (!out.empty()) out += separator;
+    append(out, x);
+  }
+  return out;
+}
+
+/// `value` as 16 lowercase hexadecimal digits.
+inline std::string hex(std::uint64_t value) {
+  char digits[17];
+  std::snprintf(digits, sizeof digits, "%016llx", static_cast<unsigned long long>(value));
+  return digits;
+}
+
+/// `value` in decimal, padded with zeros to at least `width` characters (the sign included).
+inline std::string zero_padded(long long value, int width) {
+  char digits[32];
+  std::snprintf(digits, sizeof digits, "%0*lld", width, value);
+  return digits;
 }
 
 }  // namespace strata::detail

@@ -295,18 +295,8 @@ class executor<Context, model<Strategies...>, O> {
     steps_.require_between_updates("save_checkpoint");
     const ckpt::state_set tensors = state();
     const trace::span traced("checkpoint", "checkpoint", 0, [&] { return store.folder_of(updates_).string(); });
-    const std::string nonfinite = first_nonfinite(tensors);
-    within_deadline(fmt::format("saving checkpoint {}", store.folder_of(updates_).string()), [&] {
-      // A diverged model is not saved: resuming from it would only diverge again.
-      const auto finite = ckpt::detail::gather_u32(checkpoint_control(), nonfinite.empty() ? 1u : 0u);
-      if (const auto bad = std::ranges::find(finite, 0u); bad != finite.end())
-        throw numeric_error(fmt::format(
-            "not saving checkpoint {} of update {}: {} holds NaN or infinite values (the model diverged; lower the "
-            "learning rate, or resume from an earlier checkpoint)",
-            store.folder_of(updates_).string(), updates_,
-            nonfinite.empty() ? fmt::format("the state on rank {}", bad - finite.begin()) : fmt::format("\"{}\"", nonfinite)));
-      store.save(checkpoint_control(), updates_, tensors, meta);
-    });
+    within_deadline(fmt::format("saving checkpoint {}", store.folder_of(updates_).string()),
+                    [&] { store.save(checkpoint_control(), updates_, tensors, meta); });
   }
 
   /// Collective: restores the newest usable checkpoint in `store` (refusing corrupted ones)
@@ -433,13 +423,6 @@ class executor<Context, model<Strategies...>, O> {
       }
       return placed;
     });
-  }
-
-  /// The name of the first tensor of `set` holding a NaN or an infinity, or "".
-  static std::string first_nonfinite(const ckpt::state_set& set) {
-    for (const ckpt::tensor_state& t : set.tensors())
-      if (!std::ranges::all_of(t.data, [](float x) { return std::isfinite(x); })) return t.name;
-    return {};
   }
 
   /// When a wait that starts now gives up.
