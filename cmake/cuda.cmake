@@ -119,3 +119,5 @@ find_library(STRATA_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 NAMES_PER_DIR HINTS 
              PATH_SUFFIXES lib lib64 x86_64-linux-gnu)
 message(STATUS "strata: CUDA ${CUDAToolkit_VERSION} (${CMAKE_CUDA_COMPILER}) for architectures ${CMAKE_CUDA_ARCHITECTURES}; "
                "NCCL: ${STRATA_NCCL_INCLUDE_DIR} ${STRATA_NCCL_LIBRARY}; cuDNN: ${STRATA_CUDNN_INCLUDE_DIR} ${STRATA_CUDNN_LIBRARY}")
+
+include(${CMAKE_CURRENT_LIST_DIR}/carried.cmake)

@@ -13,6 +13,7 @@
 
 #include "strata/cuda/buffer.cuh"
 #include "strata/cuda/check.cuh"
+#include "strata/cuda/device.cuh"
 
 namespace gpu_test {
 
@@ -23,6 +24,25 @@ inline void expect(bool ok, const std::string& what) {
   if (ok) return;
   ++failures;
   std::printf("FAILED: %s\n", what.c_str());
+}
+
+/// A test program's main around `checks`: exit `skip_code` where there is no GPU; otherwise
+/// `checks` on GPU 0, failing on an exception or on any failed check.
+template <class F>
+int main_on_gpu(int skip_code, F&& checks) {
+  try {
+    if (!strata::cuda::device_available()) {
+      std::puts("no CUDA device: skipped");
+      return skip_code;
+    }
+    STRATA_CUDA_CHECK(cudaSetDevice(0));
+    checks();
+  } catch (const std::exception& e) {
+    std::printf("FAILED with an exception: %s\n", e.what());
+    return 1;
+  }
+  std::printf("%s\n", failures == 0 ? "all passed" : "some checks FAILED");
+  return failures == 0 ? 0 : 1;
 }
 
 /// Runs `f`, expecting it to throw an `E` whose message contains every one of `words`.

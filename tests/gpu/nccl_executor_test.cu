@@ -8,7 +8,6 @@
 // STRATA_GPU_SKIP_CODE when there is no GPU.
 #include <cstdint>
 #include <cstdio>
-#include <exception>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -322,12 +321,7 @@ void errors() {
 }  // namespace
 
 int main() {
-  try {
-    if (!cuda::device_available()) {
-      std::puts("no CUDA device: skipped");
-      return STRATA_GPU_SKIP_CODE;
-    }
-    STRATA_CUDA_CHECK(cudaSetDevice(0));
+  return gpu_test::main_on_gpu(STRATA_GPU_SKIP_CODE, [] {
     matches_host(optim::sgd{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f}, "sgd with momentum");
     matches_host(optim::sgd{.lr = 0.1f}, "plain sgd");
     matches_host(optim::adam{.lr = 0.01f, .weight_decay = 0.01f}, "adam");
@@ -338,10 +332,5 @@ int main() {
     waits_for_the_user_stream();
     step_does_not_block();
     errors();
-  } catch (const std::exception& e) {
-    std::printf("FAILED with an exception: %s\n", e.what());
-    return 1;
-  }
-  std::printf("%s\n", gpu_test::failures == 0 ? "all passed" : "some checks FAILED");
-  return gpu_test::failures == 0 ? 0 : 1;
+  });
 }

@@ -134,6 +134,50 @@ TEST_CASE("device path: with accumulation every micro-batch starts its buckets, 
   step.bookkeeping().require_between_updates("save_checkpoint");  // after the update: allowed
 }
 
+TEST_CASE("device path: a restored checkpoint's update count continues, between updates only", "[device_path]") {
+  device_step step = device_step_for(fp32_variables({16}), {}, 2);
+  fake_launcher l;
+  step.step(l);  // one micro-batch of two
+  CHECK_THROWS_WITH(step.resume_at(40, "restore_checkpoint"),
+                    Catch::Contains("restore_checkpoint() in the middle of an update"));
+  step.step(l);
+  step.resume_at(40, "restore_checkpoint");
+  step.step(l);
+  step.step(l);
+  CHECK(step.updates() == 41);
+  CHECK(l.updates == std::vector<std::int64_t>{1, 41});  // Adam's bias correction reads 41
+}
+
+// Where a device bucket's master parameters and optimizer state lie, member by member: the
+// layout the nccl executor's checkpoints are described by.
+TEST_CASE("device path: a bucket's updated range is cut into its members' parts", "[device_path]") {
+  const std::vector<std::size_t> offsets = {0, 10, 25, 40}, sizes = {10, 15, 15, 5};  // 45 elements
+  using part = sync::member_part;
+  auto same = [](const std::vector<part>& a, const std::vector<part>& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const part& x, const part& y) {
+      return x.member == y.member && x.begin == y.begin && x.count == y.count && x.at == y.at;
+    });
+  };
+  // The whole bucket: every member whole, at its offset.
+  CHECK(same(sync::parts_in_range(offsets, sizes, 0, 45), {{0, 0, 10, 0}, {1, 0, 15, 10}, {2, 0, 15, 25}, {3, 0, 5, 40}}));
+  // Two ranks' slices of 24 (padded to 48): a member split between them, the padding in none.
+  const sync::bucket_slices slices = {24, 48};
+  CHECK(same(sync::parts_in_range(offsets, sizes, slices.offset(0), slices.slice), {{0, 0, 10, 0}, {1, 0, 14, 10}}));
+  CHECK(same(sync::parts_in_range(offsets, sizes, slices.offset(1), slices.slice),
+             {{1, 14, 1, 0}, {2, 0, 15, 1}, {3, 0, 5, 16}}));
+  // Every element of every member lies in exactly one rank's parts, for any number of ranks.
+  const std::vector<std::size_t> big_offsets = {0, 100, 250, 400}, big_sizes = {100, 150, 150, 77};
+  for (int ranks = 1; ranks <= 7; ++ranks) {
+    const sync::bucket_slices s = sync::slice_bucket(477, ranks);
+    std::vector<int> covered(477, 0);
+    for (int r = 0; r < ranks; ++r)
+      for (const part& p : sync::parts_in_range(big_offsets, big_sizes, s.offset(r), s.slice))
+        for (std::size_t i = 0; i < p.count; ++i) ++covered[big_offsets[p.member] + p.begin + i];
+    INFO(ranks << " ranks");
+    CHECK(std::all_of(covered.begin(), covered.end(), [](int c) { return c == 1; }));
+  }
+}
+
 TEST_CASE("device path: the signature compares settings and hyper-parameters as the host one does", "[device_path]") {
   const auto variables = fp32_variables({12, 3});
   const auto lines = device_signature(variables, 2, {}, 2, optim::adam{.lr = 1e-3f});

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -76,6 +77,14 @@ class device_step {
 
   const step_bookkeeping& bookkeeping() const { return steps_; }
   std::int64_t updates() const { return updates_; }
+
+  /// Continues counting from `updates` (a restored checkpoint's): the next update is
+  /// `updates` + 1, which Adam's bias correction reads. Between updates only (usage_error
+  /// naming `call` otherwise).
+  void resume_at(std::int64_t updates, std::string_view call) {
+    steps_.require_between_updates(call);
+    updates_ = updates;
+  }
 
  private:
   template <DeviceLauncher L>

@@ -41,6 +41,10 @@
 // are always all P ranks, whatever N; the result is the same as the host parameter
 // server's, since SGD and Adam update every element on its own.
 //
+// Checkpoints go through the host executor's ckpt::store (save_checkpoint,
+// restore_checkpoint): the parameters in fp32 (master copies where there are), the optimizer
+// state, the PS slices as sharded ranges, under the host executor's names.
+//
 // The user's gradient buffers are only read (by the pack), so they keep this step's
 // local gradients. Host code, compiled by nvcc because it launches strata's kernels; like
 // the nccl backend, it builds its messages without fmt. The communicator's GPU must be the
@@ -50,6 +54,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -60,6 +65,7 @@
 #include <variant>
 #include <vector>
 
+#include "strata/ckpt/state.hpp"
 #include "strata/comm/nccl/nccl.hpp"
 #include "strata/cuda/buffer.cuh"
 #include "strata/cuda/cast.cuh"
@@ -107,6 +113,11 @@ struct device_optimizer_state<optim::sgd> {
   }
 
   std::size_t bytes() const { return velocity.size() * sizeof(float); }
+  /// The state's tensors under the host optimizer's names (optim::sgd::tensors).
+  std::vector<std::pair<std::string_view, float*>> tensors() {
+    if (velocity.span().empty()) return {};
+    return {{"momentum_buffer", velocity.data()}};
+  }
 
   /// Updates `param` with `grad`, whose state starts at element `offset`.
   void update(const optim::sgd& o, std::int64_t /*step*/, std::span<float> param, std::span<const float> grad,
@@ -126,6 +137,10 @@ struct device_optimizer_state<optim::adam> {
   }
 
   std::size_t bytes() const { return (m.size() + v.size()) * sizeof(float); }
+  /// The state's tensors under the host optimizer's names (optim::adam::tensors).
+  std::vector<std::pair<std::string_view, float*>> tensors() {
+    return {{"exp_avg", m.data()}, {"exp_avg_sq", v.data()}};
+  }
 
   void update(const optim::adam& o, std::int64_t step, std::span<float> param, std::span<const float> grad,
               float grad_scale, std::size_t offset, cudaStream_t stream) {
@@ -227,6 +242,60 @@ class nccl_executor {
     comm_.synchronize();
   }
 
+  /// Everything a checkpoint keeps of this executor, as host tensors under the host
+  /// executor's names: each variable's parameters in fp32 (its master copy where it has one:
+  /// 16-bit variables, and the PS slices this rank owns, saved as sharded) and its optimizer
+  /// state. Building it copies the device values into the tensors, and restoring copies
+  /// them back, re-deriving the 16-bit and the all-gathered parameters from their master
+  /// copies. Collective on restore (the PS all-gather); blocks the host; between updates.
+  ckpt::state_set state() {
+    driver_.bookkeeping().require_between_updates("state");
+    ckpt::state_set set;
+    std::vector<device_copy> copies;
+    for (bucket& b : buckets_) std::visit([&](auto& data) { describe_state(b, data, set, copies); }, b.data);
+    const cudaStream_t stream = comm_.stream();
+    for (const device_copy& c : copies) copy(c.host.data(), c.device, c.host.size_bytes(), cudaMemcpyDeviceToHost);
+    synchronize_stream("the checkpoint's state");
+    set.after_restore([this, copies, stream] {
+      for (const device_copy& c : copies) copy(c.device, c.host.data(), c.host.size_bytes(), cudaMemcpyHostToDevice);
+      for (bucket& b : buckets_)
+        std::visit(
+            [&](auto& data) {
+              if constexpr (requires { data.params; })
+                if (data.params) publish(b, data);
+            },
+            b.data);
+      record(updated_, stream, [] { return std::string("restoring a checkpoint"); });
+      synchronize_stream("restoring a checkpoint");
+    });
+    return set;
+  }
+
+  /// Collective: saves a checkpoint of the state after updates() updates, with the user's
+  /// `meta` (data position, random state) beside it, through a ckpt::store: the host
+  /// executor's format, atomic commit and checksums, and its refusal of a diverged model.
+  /// Waits for the device; between updates. A template, so that only a program that
+  /// checkpoints includes strata/ckpt/store.hpp (and needs fmt and zlib).
+  template <class Store>
+  void save_checkpoint(const Store& store, const std::map<std::string, std::string>& meta = {}) {
+    const ckpt::state_set tensors = state();
+    checkpoint_group group{*this};
+    store.save(group, updates(), tensors, meta);
+  }
+
+  /// Collective: restores the newest usable checkpoint in `store` (refusing corrupted ones)
+  /// and continues counting updates from it; returns what was restored, with the user's
+  /// metadata, or nullopt when the store holds none. Any world size, and the host executor,
+  /// may have saved it. The parameters are restored when it returns.
+  template <class Store>
+  auto restore_checkpoint(const Store& store) {
+    const ckpt::state_set tensors = state();
+    checkpoint_group group{*this};
+    auto restored = store.restore_latest(group, tensors);
+    if (restored) driver_.resume_at(restored->step, "restore_checkpoint");
+    return restored;
+  }
+
   /// The optimizer's hyper-parameters may change between steps (learning-rate schedules).
   O& optimizer() { return optimizer_; }
   std::int64_t updates() const { return driver_.updates(); }
@@ -292,6 +361,65 @@ class nccl_executor {
                  compressed_data<bfloat16>>
         data;
   };
+
+  /// One tensor of a checkpoint's state: its values on the device and their host copy.
+  struct device_copy {
+    float* device;
+    std::span<float> host;
+  };
+
+  /// The ranks as a checkpoint group (ckpt::Group): host data through device memory.
+  struct checkpoint_group {
+    nccl_executor& exec;
+    int rank() const { return exec.comm_.rank(); }
+    int size() const { return exec.comm_.size(); }
+    void broadcast(std::span<std::byte> data, int root) {
+      cuda::device_buffer<std::byte> staged(data.size(), exec.comm_.stream());
+      exec.copy(staged.data(), data.data(), data.size(), cudaMemcpyHostToDevice);
+      exec.comm_.broadcast(staged.span(), root);
+      exec.copy(data.data(), staged.data(), data.size(), cudaMemcpyDeviceToHost);
+      exec.synchronize_stream("a checkpoint's broadcast");
+    }
+    template <class T>
+    void allgather(std::span<const T> mine, std::span<T> all) {
+      exec.allgather_from_host(mine, all);
+    }
+  };
+
+  /// Adds bucket `b`'s parameters and optimizer state to `set`, member by member, with
+  /// where each lives on the device.
+  template <class Data>
+  void describe_state(bucket& b, Data& data, ckpt::state_set& set, std::vector<device_copy>& copies) {
+    std::vector<std::size_t> sizes;
+    for (std::size_t m : b.members) sizes.push_back(variables_[m].elements);
+    const std::size_t begin = b.sharded ? b.slices.offset(comm_.rank()) : 0,
+                      count = b.sharded ? b.slices.slice : b.elements;
+    const ckpt::sharing how = b.sharded ? ckpt::sharing::sharded : ckpt::sharing::replicated;
+    float* master = nullptr;
+    if constexpr (requires { data.master32; }) master = data.master32.span().empty() ? nullptr : data.master32.data();
+    const auto state = data.state.tensors();
+    for (const sync::member_part& p : sync::parts_in_range(b.offsets, sizes, begin, count)) {
+      const device_variable_binding& v = variables_[b.members[p.member]];
+      auto add = [&](std::string name, float* device) {
+        const std::span<float> host = set.scratch(p.count);
+        set.add({std::move(name), v.shape, how, host, false, p.begin});
+        copies.push_back({device, host});
+      };
+      // Without a master copy the parameters are the user's fp32 ones, whole (replicated).
+      add(v.name, master ? master + p.at : static_cast<float*>(v.param) + p.begin);
+      for (const auto& [name, values] : state) add(v.name + "/" + std::string(name), values + p.at);
+    }
+  }
+
+  void copy(void* to, const void* from, std::size_t bytes, cudaMemcpyKind kind) {
+    nccl::detail::check_cuda(cudaMemcpyAsync(to, from, bytes, kind, comm_.stream()), "cudaMemcpyAsync (a checkpoint)",
+                             comm_.rank());
+  }
+
+  void synchronize_stream(const char* during) {
+    nccl::detail::check_cuda(cudaStreamSynchronize(comm_.stream()),
+                             std::string("cudaStreamSynchronize (") + during + ")", comm_.rank());
+  }
 
   // Kernels launch on the current device, which must be the communicator's.
   void require_current_device() const {
@@ -524,7 +652,16 @@ class nccl_executor {
       grad_scale = 1.0f;
     }
     data.state.update(optimizer_, update, data.master32.span(), grad32, grad_scale, 0, stream);
-    cuda::scaled_narrow<T>(data.master32.span(), range, 1.0f, stream);
+    publish(b, data);
+  }
+
+  /// Writes the master copy of a bucket's updated range to the user's parameters, rounded
+  /// to T, and for a sharded bucket all-gathers every rank's slice first.
+  template <class T>
+  void publish(const bucket& b, bucket_data<T>& data) {
+    const cudaStream_t stream = comm_.stream();
+    const std::span<T> wire = data.wire.span();
+    cuda::scaled_narrow<T>(data.master32.span(), updated_range(b.sharded, b.slices, wire), 1.0f, stream);
     if (b.sharded) comm_.iallgather_blocks(wire);
     data.params->unpack(wire.first(b.elements), stream);
   }

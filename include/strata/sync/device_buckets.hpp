@@ -71,4 +71,28 @@ inline bucket_slices slice_bucket(std::size_t elements, int ranks) {
   return {slice, slice * r};
 }
 
+/// A member's elements inside a bucket's updated range (the whole bucket, or one rank's
+/// slice of it), where the master parameters and optimizer state are laid out: how a
+/// checkpoint names them variable by variable.
+struct member_part {
+  std::size_t member;  // index into the bucket's members
+  std::size_t begin;   // first element, within the member
+  std::size_t count;
+  std::size_t at;  // first element, within the range
+};
+
+/// The parts of members (at `offsets`, of `sizes` elements, in the bucket) that lie in the
+/// range [range_begin, range_begin + range_count), in member order; members outside it,
+/// and the range's padding past the last member, have none.
+inline std::vector<member_part> parts_in_range(std::span<const std::size_t> offsets, std::span<const std::size_t> sizes,
+                                               std::size_t range_begin, std::size_t range_count) {
+  std::vector<member_part> parts;
+  const std::size_t range_end = range_begin + range_count;
+  for (std::size_t k = 0; k < offsets.size(); ++k) {
+    const std::size_t lo = std::max(offsets[k], range_begin), hi = std::min(offsets[k] + sizes[k], range_end);
+    if (lo < hi) parts.push_back({k, lo - offsets[k], hi - lo, lo - range_begin});
+  }
+  return parts;
+}
+
 }  // namespace strata::sync
