@@ -51,7 +51,7 @@ ldd "$scratch/build/tests/gpu/nccl_tests" | grep -q "$scratch/site/nvidia/nccl/l
 ldd "$scratch/build/examples/fashion_mnist_cnn/fashion_mnist_cnn" | grep -q "$scratch/site/nvidia/cudnn/lib/libcudnn.so.9" ||
   fail "fashion_mnist_cnn does not load the wheel's libcudnn.so.9"
 gpu_tests=$(ctest --test-dir "$scratch/build" -N -L gpu)
-for test in gpu.cast gpu.optimizer gpu.pack gpu.sparse_rows gpu.top_k gpu.low_rank gpu.nccl gpu.nccl_executor \
+for test in gpu.cast gpu.optimizer gpu.pack gpu.sparse_rows gpu.top_k gpu.low_rank gpu.nccl gpu.nccl_executor gpu.nccl_checkpoint \
             benchmark.gpu_kernels.smoke benchmark.nccl_step.smoke gpu.example.fashion_mnist_cnn \
             gpu.example.fashion_mnist_cnn_ps; do
   grep -q ": $test\$" <<<"$gpu_tests" || fail "$test is not among the GPU tests"
