@@ -61,6 +61,11 @@ int main(int argc, char** argv) {
   app.add_flag("--ps", o.train.ps,
                "put the fully connected layers on the parameter server: reduce-scatter, each rank updates its "
                "slice, all-gather");
+  app.add_option("--checkpoint-dir", o.train.checkpoint_dir,
+                 "save a checkpoint here after every epoch; at start, resume from the newest usable one");
+  app.add_option("--stop-after-epochs", o.train.stop_after_epochs,
+                 "end the run after this epoch as if interrupted (the learning-rate schedule stays the whole run's)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--data-dir", o.data, "folder of the Fashion-MNIST IDX files (dataset-fashion-mnist)");
   app.add_option("--min-accuracy", o.min_accuracy, "exit non-zero if the final test accuracy is below this");
   CLI11_PARSE(app, argc, argv);

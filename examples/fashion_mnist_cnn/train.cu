@@ -6,12 +6,15 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <span>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <strata/ckpt/store.hpp>
 #include <strata/cuda/cast.cuh>
 #include <strata/cuda/launch.cuh>
 #include <strata/cuda/stream.cuh>
@@ -166,7 +169,49 @@ train_result train(strata::nccl::communicator comm, const fashion_mnist::dataset
   const long total = o.max_steps >= 0 ? std::min(o.max_steps, steps_per_epoch * o.epochs) : steps_per_epoch * o.epochs;
   std::mt19937_64 engine(o.seed);  // the same on every rank: every rank shuffles alike
   train_result result;
-  for (int epoch = 1; epoch <= o.epochs && exec.updates() < total; ++epoch) {
+
+  // Checkpoints after every epoch: the executor's state (parameters, momentum, the PS slices),
+  // batch normalization's running statistics (the network's, beside the executor's), and
+  // the epoch and shuffling engine, so that a resumed run sees the data in the same order.
+  std::optional<strata::ckpt::store> checkpoints;
+  std::vector<float> statistics(net.running_statistics().size());
+  const strata::ckpt::tensor_state bn{"bn.running_statistics", {statistics.size()}, strata::ckpt::sharing::replicated,
+                                      statistics};
+  const std::string settings = std::to_string(o.epochs) + " epochs, global batch " + std::to_string(o.global_batch) +
+                               ", seed " + std::to_string(o.seed) + (o.ps ? ", --ps" : "");
+  int first_epoch = 1;
+  long trained = 0;  // updates made by this run (a resumed one began with the checkpoint's)
+  if (!o.checkpoint_dir.empty()) {
+    checkpoints.emplace(o.checkpoint_dir);
+    if (const auto restored = exec.restore_checkpoint(*checkpoints, {&bn, 1})) {
+      const auto saved = restored->meta.find("settings");
+      if (saved == restored->meta.end() || saved->second != settings)
+        throw std::invalid_argument("the checkpoints in " + o.checkpoint_dir + " were saved by a run of " +
+                                    (saved == restored->meta.end() ? "another program" : saved->second) +
+                                    ", and this one is of " + settings +
+                                    "; resume with the same flags, or use another --checkpoint-dir");
+      first_epoch = std::stoi(restored->meta.at("epoch")) + 1;
+      std::istringstream(restored->meta.at("shuffle_engine")) >> engine;
+      STRATA_CUDA_CHECK(cudaMemcpyAsync(net.running_statistics().data(), statistics.data(),
+                                        statistics.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+      if (rank == 0)
+        std::printf("resumed from %s: update %ld, epoch %d done\n",
+                    checkpoints->folder_of(restored->step).string().c_str(), static_cast<long>(restored->step),
+                    first_epoch - 1);
+    }
+  }
+  auto save = [&](int epoch) {
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(statistics.data(), net.running_statistics().data(),
+                                      statistics.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    STRATA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::ostringstream shuffle_engine;
+    shuffle_engine << engine;
+    exec.save_checkpoint(
+        *checkpoints, {{"settings", settings}, {"epoch", std::to_string(epoch)}, {"shuffle_engine", shuffle_engine.str()}},
+        {&bn, 1});
+  };
+
+  for (int epoch = first_epoch; epoch <= o.epochs && exec.updates() < total; ++epoch) {
     std::shuffle(order.begin(), order.end(), engine);
     STRATA_CUDA_CHECK(cudaMemcpyAsync(train_order.data(), order.data(), order.size() * sizeof(int),
                                       cudaMemcpyHostToDevice, stream));
@@ -210,13 +255,16 @@ train_result train(strata::nccl::communicator comm, const fashion_mnist::dataset
     result.epochs = epoch;
     result.test_accuracy = t[3] / static_cast<double>(test.size());
     result.seconds += seconds;
-    result.samples_per_second = static_cast<double>(result.updates) * o.global_batch / result.seconds;
+    trained += steps;
+    result.samples_per_second = static_cast<double>(trained) * o.global_batch / result.seconds;
     if (rank == 0)
       std::printf("epoch %d/%d: train loss %.4f, train accuracy %.4f, test loss %.4f, test accuracy %.4f, "
                   "%.0f samples/s, %.2f s\n",
                   epoch, o.epochs, t[0] / samples, t[1] / samples, t[2] / static_cast<double>(test.size()),
                   result.test_accuracy, samples / seconds, seconds),
           std::fflush(stdout);
+    if (checkpoints) save(epoch);
+    if (epoch == o.stop_after_epochs) break;
   }
   return result;
 }

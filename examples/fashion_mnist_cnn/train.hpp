@@ -2,6 +2,7 @@
 // The training loop's interface: plain C++, so main.cpp (CLI11, MPI) is compiled by the C++
 // compiler and only train.cu, which launches kernels, by nvcc.
 #include <cstdint>
+#include <string>
 
 #include <strata/comm/nccl/nccl.hpp>
 
@@ -20,6 +21,9 @@ struct train_options {
   std::uint64_t seed = 1;
   long max_steps = -1;  // stop after this many updates (smoke runs); -1: every epoch in full
   bool ps = false;      // the fully connected layers on the parameter server (PS<2>, Partition<0>)
+  // Save a checkpoint here after every epoch, and resume from the newest one at start.
+  std::string checkpoint_dir;
+  int stop_after_epochs = -1;  // end the run after this epoch as if interrupted (the schedule stays the whole run's)
 };
 
 struct train_result {

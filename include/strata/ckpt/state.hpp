@@ -48,6 +48,7 @@ struct tensor_state {
 class state_set {
  public:
   void add(tensor_state t) { tensors_.push_back(std::move(t)); }
+  void add_all(std::span<const tensor_state> more) { tensors_.insert(tensors_.end(), more.begin(), more.end()); }
 
   /// A zeroed buffer that lives as long as the set: for state kept in another layout (a
   /// bucket's residual), copied out before a save and back by an after_restore hook.

@@ -264,7 +264,15 @@ class store {
     }
     throw_unless_all(detail::gather_u32(comm, failure.empty() ? 1u : 0u), failure,
                      text::cat("restoring checkpoint ", folder.string()));
-    for (const tensor_state& t : state.tensors()) fill(t, records, comm.rank(), comm.size(), folder);
+    // A sharded tensor is checked only in its rank's range, so one rank may refuse what the
+    // others took: they agree before the restore hooks, which may run collectives.
+    try {
+      for (const tensor_state& t : state.tensors()) fill(t, records, comm.rank(), comm.size(), folder);
+    } catch (const checkpoint_error& e) {
+      failure = e.what();
+    }
+    throw_unless_all(detail::gather_u32(comm, failure.empty() ? 1u : 0u), failure,
+                     text::cat("restoring checkpoint ", folder.string()));
     state.restored();
     return result;
   }
@@ -393,9 +401,9 @@ class store {
     auto unusable = [&](std::string_view why) {
       return checkpoint_error(text::cat("checkpoint file ", commit_path, " is unusable: ", why));
     };
-    auto number = [&](std::optional<std::string_view> text, std::string_view what) {
+    auto number = [&](std::optional<std::string_view> field, std::string_view what) {
       std::int64_t value = -1;
-      if (!text || std::from_chars(text->data(), text->data() + text->size(), value).ec != std::errc() || value < 0)
+      if (!field || std::from_chars(field->data(), field->data() + field->size(), value).ec != std::errc() || value < 0)
         throw unusable(text::cat("no valid ", what));
       return value;
     };

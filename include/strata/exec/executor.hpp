@@ -290,10 +290,14 @@ class executor<Context, model<Strategies...>, O> {
   }
 
   /// Collective: saves a checkpoint of the state after `updates()` updates, with the user's
-  /// `meta` (data position, random state) beside it. Call it between updates.
-  void save_checkpoint(const ckpt::store& store, const ckpt::metadata& meta = {}) {
+  /// `meta` (data position, random state) and `extra` tensors of their own beside it (host
+  /// memory; state the executor does not hold, e.g. batch normalization's running
+  /// statistics). Call it between updates.
+  void save_checkpoint(const ckpt::store& store, const ckpt::metadata& meta = {},
+                       std::span<const ckpt::tensor_state> extra = {}) {
     steps_.require_between_updates("save_checkpoint");
-    const ckpt::state_set tensors = state();
+    ckpt::state_set tensors = state();
+    tensors.add_all(extra);
     const trace::span traced("checkpoint", "checkpoint", 0, [&] { return store.folder_of(updates_).string(); });
     within_deadline(fmt::format("saving checkpoint {}", store.folder_of(updates_).string()),
                     [&] { store.save(checkpoint_control(), updates_, tensors, meta); });
@@ -302,10 +306,12 @@ class executor<Context, model<Strategies...>, O> {
   /// Collective: restores the newest usable checkpoint in `store` (refusing corrupted ones)
   /// and continues counting updates from it; returns what was restored, with the user's
   /// metadata, or nullopt when `store` holds no checkpoint. Any world size or partitioning
-  /// may have saved it.
-  std::optional<ckpt::restored_checkpoint> restore_checkpoint(const ckpt::store& store) {
+  /// may have saved it. `extra` are filled as save_checkpoint's were saved.
+  std::optional<ckpt::restored_checkpoint> restore_checkpoint(const ckpt::store& store,
+                                                              std::span<const ckpt::tensor_state> extra = {}) {
     steps_.require_between_updates("restore_checkpoint");
-    const ckpt::state_set tensors = state();
+    ckpt::state_set tensors = state();
+    tensors.add_all(extra);
     std::optional<ckpt::restored_checkpoint> restored;
     within_deadline(fmt::format("restoring a checkpoint from {}", store.directory().string()),
                     [&] { restored = store.restore_latest(checkpoint_control(), tensors); });

@@ -16,7 +16,8 @@
 // communication stream waits for those events, packs the bucket and starts its all-reduce,
 // so communication overlaps the rest of backward. step() enqueues the averaging and the
 // fused optimizer kernels behind the reductions and records the event parameters_ready()
-// waits on. No call synchronizes the device; only wait() and the constructor block the host.
+// waits on. No call synchronizes the device; only wait(), the constructor and checkpoints
+// block the host.
 //
 // fp16 and bf16 variables are reduced in their own type (a bucket holds one type) and
 // updated in fp32: the executor keeps an fp32 master copy of their parameters, laid out
@@ -255,7 +256,9 @@ class nccl_executor {
     for (bucket& b : buckets_) std::visit([&](auto& data) { describe_state(b, data, set, copies); }, b.data);
     const cudaStream_t stream = comm_.stream();
     for (const device_copy& c : copies) copy(c.host.data(), c.device, c.host.size_bytes(), cudaMemcpyDeviceToHost);
-    synchronize_stream("the checkpoint's state");
+    // The copies wait behind the last step's collectives: within the communicator's deadline,
+    // so that a stalled peer ends in timeout_error rather than a hang.
+    comm_.synchronize();
     set.after_restore([this, copies, stream] {
       for (const device_copy& c : copies) copy(c.device, c.host.data(), c.host.size_bytes(), cudaMemcpyHostToDevice);
       for (bucket& b : buckets_)
@@ -266,30 +269,37 @@ class nccl_executor {
             },
             b.data);
       record(updated_, stream, [] { return std::string("restoring a checkpoint"); });
-      synchronize_stream("restoring a checkpoint");
+      comm_.synchronize();
     });
     return set;
   }
 
   /// Collective: saves a checkpoint of the state after updates() updates, with the user's
-  /// `meta` (data position, random state) beside it, through a ckpt::store: the host
-  /// executor's format, atomic commit and checksums, and its refusal of a diverged model.
-  /// Waits for the device; between updates. A template, so that only a program that
-  /// checkpoints includes strata/ckpt/store.hpp (and needs fmt and zlib).
+  /// `meta` (data position, random state) and `extra` tensors of their own (host memory:
+  /// state the executor does not hold, e.g. batch normalization's running statistics)
+  /// beside it, through a ckpt::store: the host executor's format, atomic commit and
+  /// checksums, and its refusal of a diverged model. Waits for the device; between updates.
+  /// A template, so that only a program that checkpoints includes strata/ckpt/store.hpp
+  /// (and links zlib).
   template <class Store>
-  void save_checkpoint(const Store& store, const std::map<std::string, std::string>& meta = {}) {
-    const ckpt::state_set tensors = state();
+  void save_checkpoint(const Store& store, const std::map<std::string, std::string>& meta = {},
+                       std::span<const ckpt::tensor_state> extra = {}) {
+    driver_.bookkeeping().require_between_updates("save_checkpoint");
+    ckpt::state_set tensors = state();
+    tensors.add_all(extra);
     checkpoint_group group{*this};
     store.save(group, updates(), tensors, meta);
   }
 
   /// Collective: restores the newest usable checkpoint in `store` (refusing corrupted ones)
   /// and continues counting updates from it; returns what was restored, with the user's
-  /// metadata, or nullopt when the store holds none. Any world size, and the host executor,
-  /// may have saved it. The parameters are restored when it returns.
+  /// metadata, or nullopt when the store holds none. Any world size may have saved it. The
+  /// parameters are restored when it returns, and `extra` filled as they were saved.
   template <class Store>
-  auto restore_checkpoint(const Store& store) {
-    const ckpt::state_set tensors = state();
+  auto restore_checkpoint(const Store& store, std::span<const ckpt::tensor_state> extra = {}) {
+    driver_.bookkeeping().require_between_updates("restore_checkpoint");
+    ckpt::state_set tensors = state();
+    tensors.add_all(extra);
     checkpoint_group group{*this};
     auto restored = store.restore_latest(group, tensors);
     if (restored) driver_.resume_at(restored->step, "restore_checkpoint");
@@ -378,7 +388,7 @@ class nccl_executor {
       exec.copy(staged.data(), data.data(), data.size(), cudaMemcpyHostToDevice);
       exec.comm_.broadcast(staged.span(), root);
       exec.copy(data.data(), staged.data(), data.size(), cudaMemcpyDeviceToHost);
-      exec.synchronize_stream("a checkpoint's broadcast");
+      exec.comm_.synchronize();
     }
     template <class T>
     void allgather(std::span<const T> mine, std::span<T> all) {
@@ -416,10 +426,6 @@ class nccl_executor {
                              comm_.rank());
   }
 
-  void synchronize_stream(const char* during) {
-    nccl::detail::check_cuda(cudaStreamSynchronize(comm_.stream()),
-                             std::string("cudaStreamSynchronize (") + during + ")", comm_.rank());
-  }
 
   // Kernels launch on the current device, which must be the communicator's.
   void require_current_device() const {

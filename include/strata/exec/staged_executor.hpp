@@ -131,17 +131,19 @@ class staged_executor<Context, Stage, model<Strategies...>, O> {
   }
 
   /// Collective: saves what the host executor keeps (parameters, optimizer state, residuals,
-  /// the servers' shards) after `updates()` updates.
-  void save_checkpoint(const ckpt::store& store, const ckpt::metadata& meta = {}) {
+  /// the servers' shards) after `updates()` updates, with the user's `meta` and `extra`.
+  void save_checkpoint(const ckpt::store& store, const ckpt::metadata& meta = {},
+                       std::span<const ckpt::tensor_state> extra = {}) {
     stage_.wait();
-    executor_.save_checkpoint(store, meta);
+    executor_.save_checkpoint(store, meta, extra);
   }
 
   /// Collective: restores the newest usable checkpoint, as the host executor does, and
   /// copies the restored parameters to the stage.
-  std::optional<ckpt::restored_checkpoint> restore_checkpoint(const ckpt::store& store) {
+  std::optional<ckpt::restored_checkpoint> restore_checkpoint(const ckpt::store& store,
+                                                              std::span<const ckpt::tensor_state> extra = {}) {
     stage_.wait();
-    auto restored = executor_.restore_checkpoint(store);
+    auto restored = executor_.restore_checkpoint(store, extra);
     if (restored) parameters_to_stage();
     return restored;
   }
