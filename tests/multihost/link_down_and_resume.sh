@@ -11,17 +11,13 @@ set -euo pipefail
 cluster=$1 launcher=$2 program=$3 compare=$4 work=$5
 deadline=5
 training=(--epochs 1 --max-steps 240 --seed 7)
+source "$(dirname "$0")/common.sh"
 rm -rf "$work" && mkdir -p "$work"
 cd "$work"
-exec 9>/run/strata-cluster.lock && flock -w 600 9  # one cluster per machine: other tests wait
-launched=0
-trap '((launched)) && kill -TERM "$launched" 2>/dev/null; wait; bash "$cluster" down >/dev/null 2>&1 || true' EXIT
 # The deadline must fire first: OpenMPI's keepalive probes are off (300 s) here, and the abort
 # that follows finds the lost host gone once TCP has retransmitted to it 3 times (~3 s).
 export STRATA_CLUSTER_KEEPALIVE_S=300
-status=0
-bash "$cluster" up --hosts 2 --slots 2 --rate 10gbit || status=$?
-if [ "$status" != 0 ]; then exit "$status"; fi
+cluster_up
 cluster_mpirun=/run/strata-cluster/mpirun
 
 echo "== uninterrupted reference on 2 ranks of host 0"
@@ -35,12 +31,7 @@ STRATA_TIMEOUT_SECONDS=$deadline "$launcher" --mpirun "$cluster_mpirun" --mpirun
   "$program" "${training[@]}" --checkpoint-dir checkpoints --checkpoint-every 40 --slow-down-ms 15 \
   --save-params resumed.bin >launch.log 2>&1 &
 launched=$!
-for ((i = 0; ; ++i)); do
-  [[ -e checkpoints/step-000000000080/commit.ckpt ]] && break
-  kill -0 "$launched" 2>/dev/null || { cat launch.log; echo "FAIL: the job ended before a checkpoint was committed"; exit 1; }
-  ((i < 1200)) || { cat launch.log; echo "FAIL: no checkpoint at update 80 after 120 s"; exit 1; }
-  sleep 0.1
-done
+wait_for_commit 80 launch.log
 bash "$cluster" link 1 down
 cut=$(date +%s.%N)
 echo "host 1's link is down"

@@ -6,26 +6,16 @@
 # Arguments: cluster.sh, the fashion_mnist program, compare_params, the one-host parameters, a work folder.
 set -euo pipefail
 cluster=$1 program=$2 compare=$3 reference=$4 work=$5
+source "$(dirname "$0")/common.sh"
 rm -rf "$work" && mkdir -p "$work"
 cd "$work"
-exec 9>/run/strata-cluster.lock && flock -w 600 9  # one cluster per machine: other tests wait
-launched=0
-trap '((launched)) && kill -TERM "$launched" 2>/dev/null; wait; bash "$cluster" down >/dev/null 2>&1 || true' EXIT
-status=0
-bash "$cluster" up --hosts 2 --slots 2 --rate 10gbit || status=$?
-if [ "$status" != 0 ]; then exit "$status"; fi
+cluster_up
 
 start=$(date +%s.%N)
 bash "$cluster" run -np 4 "$program" --epochs 1 --max-steps 60 --strategy "AllReduce<Ring>" \
   --checkpoint-dir checkpoints --checkpoint-every 20 --save-params params.2x2.bin >run.log 2>&1 &
 launched=$!
-# The checkpoint of update 20 marks a point a third of the way in.
-for ((i = 0; ; ++i)); do
-  [[ -e checkpoints/step-000000000020/commit.ckpt ]] && break
-  kill -0 "$launched" 2>/dev/null || { cat run.log; echo "FAIL: the job ended before update 20"; exit 1; }
-  ((i < 1200)) || { cat run.log; echo "FAIL: no checkpoint of update 20 after 120 s"; exit 1; }
-  sleep 0.05
-done
+wait_for_commit 20 run.log  # a third of the way in
 collapsed=$(date +%s.%N)
 bash "$cluster" shape 1 100mbit
 kill -0 "$launched" 2>/dev/null ||

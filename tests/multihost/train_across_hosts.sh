@@ -6,12 +6,9 @@
 # Arguments: cluster.sh, the fashion_mnist program, compare_params, the one-host parameters, a work folder.
 set -euo pipefail
 cluster=$1 program=$2 compare=$3 reference=$4 work=$5
+source "$(dirname "$0")/common.sh"
 rm -rf "$work" && mkdir -p "$work"
-exec 9>/run/strata-cluster.lock && flock -w 600 9  # one cluster per machine: other tests wait
-trap 'bash "$cluster" down >/dev/null 2>&1 || true' EXIT
-status=0
-bash "$cluster" up --hosts 2 --slots 2 --rate 10gbit || status=$?
-if [ "$status" != 0 ]; then exit "$status"; fi
+cluster_up
 
 placement=$(bash "$cluster" run -np 4 hostname | sort | uniq -c | awk '{print $2 "x" $1}' | paste -sd' ')
 echo "ranks per host: $placement"
