@@ -251,27 +251,7 @@ class nccl_executor {
   /// copies. Collective on restore (the PS all-gather); blocks the host; between updates.
   ckpt::state_set state() {
     driver_.bookkeeping().require_between_updates("state");
-    ckpt::state_set set;
-    std::vector<device_copy> copies;
-    for (bucket& b : buckets_) std::visit([&](auto& data) { describe_state(b, data, set, copies); }, b.data);
-    const cudaStream_t stream = comm_.stream();
-    for (const device_copy& c : copies) copy(c.host.data(), c.device, c.host.size_bytes(), cudaMemcpyDeviceToHost);
-    // The copies wait behind the last step's collectives: within the communicator's deadline,
-    // so that a stalled peer ends in timeout_error rather than a hang.
-    comm_.synchronize();
-    set.after_restore([this, copies, stream] {
-      for (const device_copy& c : copies) copy(c.device, c.host.data(), c.host.size_bytes(), cudaMemcpyHostToDevice);
-      for (bucket& b : buckets_)
-        std::visit(
-            [&](auto& data) {
-              if constexpr (requires { data.params; })
-                if (data.params) publish(b, data);
-            },
-            b.data);
-      record(updated_, stream, [] { return std::string("restoring a checkpoint"); });
-      comm_.synchronize();
-    });
-    return set;
+    return checkpoint_state(true);
   }
 
   /// Collective: saves a checkpoint of the state after updates() updates, with the user's
@@ -298,7 +278,7 @@ class nccl_executor {
   template <class Store>
   auto restore_checkpoint(const Store& store, std::span<const ckpt::tensor_state> extra = {}) {
     driver_.bookkeeping().require_between_updates("restore_checkpoint");
-    ckpt::state_set tensors = state();
+    ckpt::state_set tensors = checkpoint_state(false);
     tensors.add_all(extra);
     checkpoint_group group{*this};
     auto restored = store.restore_latest(group, tensors);
@@ -396,6 +376,34 @@ class nccl_executor {
     }
   };
 
+  /// state(), whose host tensors hold the device values when `read` (a restore overwrites
+  /// them, so it skips the copies).
+  ckpt::state_set checkpoint_state(bool read) {
+    ckpt::state_set set;
+    std::vector<device_copy> copies;
+    for (bucket& b : buckets_) std::visit([&](auto& data) { describe_state(b, data, set, copies); }, b.data);
+    const cudaStream_t stream = comm_.stream();
+    if (read) {
+      for (const device_copy& c : copies) copy(c.host.data(), c.device, c.host.size_bytes(), cudaMemcpyDeviceToHost);
+      // The copies wait behind the last step's collectives: within the communicator's
+      // deadline, so that a stalled peer ends in timeout_error rather than a hang.
+      comm_.synchronize();
+    }
+    set.after_restore([this, copies, stream] {
+      for (const device_copy& c : copies) copy(c.device, c.host.data(), c.host.size_bytes(), cudaMemcpyHostToDevice);
+      for (bucket& b : buckets_)
+        std::visit(
+            [&](auto& data) {
+              if constexpr (requires { data.params; })
+                if (data.params) publish(b, data);
+            },
+            b.data);
+      record(updated_, stream, [] { return std::string("restoring a checkpoint"); });
+      comm_.synchronize();
+    });
+    return set;
+  }
+
   /// Adds bucket `b`'s parameters and optimizer state to `set`, member by member, with
   /// where each lives on the device.
   template <class Data>
@@ -461,7 +469,7 @@ class nccl_executor {
     comm_.allgather(std::span<const T>(own), gathered.span());
     nccl::detail::check_cuda(cudaMemcpyAsync(all.data(), gathered.data(), all.size_bytes(), cudaMemcpyDeviceToHost, stream),
                              "cudaMemcpyAsync (the model signature)", comm_.rank());
-    nccl::detail::check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (the model signature)", comm_.rank());
+    comm_.synchronize();  // within the communicator's deadline
   }
 
   cudaEvent_t make_event() const {
