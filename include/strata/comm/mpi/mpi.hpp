@@ -260,6 +260,13 @@ class context {
     if (initialized) {
       MPI_Query_thread(&provided);
     } else {
+      // strata's threads (the communication thread, the parameter servers) share a rank's
+      // cores with MPI's waits, and OpenMPI's waits spin without yielding unless the host is
+      // oversubscribed: where mpirun binds a rank to one core (it does for up to 2 ranks), a
+      // server thread behind a spinning barrier or collective waits a whole scheduler time
+      // slice (~4 ms) to answer. Ask OpenMPI to yield when idle, unless the user chose
+      // (--mca mpi_yield_when_idle 0, or OMPI_MCA_mpi_yield_when_idle in the environment).
+      ::setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
       check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
       owns_mpi_ = true;
       // Failures during set-up come back as codes too, instead of aborting the process.
