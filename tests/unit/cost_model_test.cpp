@@ -34,7 +34,12 @@ calibration synthetic() {
   c.parameter_server = {50e-6, 1 / 2.5e9};
   c.sparse_parameter_server = {200e-6, 1 / 2.5e9};  // a step's round trips to the servers
   c.sparse_allgather = {20e-6, 1 / beta};
-  c.cast_bytes_per_s = 2e9;  // slower than the host's link: 16-bit gradients do not pay within a host
+  // 16-bit casts at 2 GB/s of fp32, slower than the host's link: they do not pay within a host.
+  const double cast = 1 / 2e9;
+  c.ring_fp16 = {2 * alpha, 1 / (2 * beta) + cast};
+  c.hierarchical_fp16 = c.ring_fp16;
+  c.native_fp16 = {4 * alpha, 1 / (2 * beta) + cast};
+  c.tree_fp16 = {alpha, 1 / (2 * beta) + cast};
   c.created = "synthetic";
   return c;
 }
@@ -102,6 +107,31 @@ TEST_CASE("a bucket whose gradients are ready early hides behind the rest of bac
   CHECK(model.predict(v, ring).total() == Approx(exposed / 2));
   v[0].compute_after_s = 1.0;
   CHECK(model.predict(v, ring).total() == 0.0);
+}
+
+TEST_CASE("16-bit compression costs what its calibration measured, and its casts stay as ranks grow", "[plan]") {
+  const calibration c = synthetic();
+  const cost_model two(c, c.measured_on), sixteen(c, {16, 16});
+  for (const double bytes : {4e3, 1e6, 64e6}) {
+    CHECK(two.allreduce_seconds(collective_kind::ring, codec_kind::fp16, bytes) == Approx(c.ring_fp16(bytes)));
+    CHECK(two.allreduce_seconds(collective_kind::tree, codec_kind::bf16, bytes) == Approx(c.tree_fp16(bytes)));
+    // On 16 ranks: the casts measured on 2, and the ring's shape for half the bytes.
+    const double casts = bytes / 2e9;
+    CHECK(sixteen.allreduce_seconds(collective_kind::ring, codec_kind::fp16, bytes) ==
+          Approx(casts + sixteen.allreduce_seconds(collective_kind::ring, codec_kind::none, bytes / 2)));
+  }
+  CHECK_THROWS_WITH(two.allreduce_seconds(collective_kind::ring, codec_kind::topk, 1e6), Catch::Contains("TopK and PowerSGD"));
+}
+
+TEST_CASE("a partitioned part that is many blocks of memory costs per block", "[plan]") {
+  calibration c = synthetic();
+  c.per_block_s = 1e-6;
+  const cost_model model(c, c.measured_on);
+  const std::vector<variable_profile> v = {dense("w", 1024, 8)};
+  const double rows = model.predict(v, std::vector<std::string>{"AllReduce<Ring>,Partition<0>"}).total();
+  const double columns = model.predict(v, std::vector<std::string>{"AllReduce<Ring>,Partition<1>"}).total();
+  // Two parts of 1024 rows each: 2 x 1023 blocks beyond each part's first.
+  CHECK(columns - rows == Approx(2 * 1023 * 1e-6));
 }
 
 TEST_CASE("small tensors go to Tree, large ones to the ring", "[plan]") {
@@ -174,6 +204,8 @@ TEST_CASE("a calibration file round-trips, and a foreign one is refused with the
   const calibration back = load(file);
   CHECK(back.ring.fixed_s == c.ring.fixed_s);
   CHECK(back.sparse_allgather.per_byte_s == c.sparse_allgather.per_byte_s);
+  CHECK(back.hierarchical_fp16.per_byte_s == c.hierarchical_fp16.per_byte_s);
+  CHECK(back.per_block_s == c.per_block_s);
   CHECK(back.measured_on == c.measured_on);
   CHECK_NOTHROW(back.check_matches({2, 2}, std::vector{2}));
   CHECK_THROWS_WITH(back.check_matches({4, 4}, std::vector{4}), Catch::Contains("on 2 ranks, and this job has 4"));
@@ -215,4 +247,18 @@ TEST_CASE("a fitted line keeps a small fixed cost under large sizes", "[plan]") 
   const line through = line::fit(std::vector{1e6, 2e6}, std::vector{1e-3, 2.5e-3});
   CHECK(through.fixed_s == 0.0);
   CHECK(through.per_byte_s > 0.0);
+}
+
+TEST_CASE("a measured curve is by bytes, averages equal sizes and never falls", "[plan]") {
+  const std::vector<double> bytes = {4e6, 1e3, 5e5, 5e5, 6e4}, seconds = {20e-3, 1e-5, 3e-4, 5e-4, 5e-4};
+  const std::vector<std::pair<double, double>> curve = line::monotone_curve(bytes, seconds);
+  REQUIRE(curve.size() == 4);
+  CHECK(curve[0] == std::pair{1e3, 1e-5});
+  CHECK(curve[1] == std::pair{6e4, 5e-4});
+  CHECK(curve[2].first == 5e5);
+  CHECK(curve[2].second == Approx(5e-4));  // the mean 4e-4 lifted to what fewer bytes cost
+  CHECK(curve[3] == std::pair{4e6, 20e-3});
+  // A sparse family: its rows at the per-row rate, its bytes along the curve between sizes.
+  line sparse{.fixed_s = 0.0, .per_byte_s = 1e-9, .per_row_s = 1e-7, .curve = curve};
+  CHECK(sparse.sparse_at(2.25e6, 100) == Approx(100 * 1e-7 + (5e-4 + 20e-3) / 2));
 }

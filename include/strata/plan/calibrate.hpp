@@ -3,8 +3,9 @@
 // cost model needs (plan/calibration.hpp): the point-to-point latency and bandwidth within
 // a host and, on several hosts, across them; one variable's synchronization under each
 // all-reduce algorithm, under the parameter server (dense, and sparse rows) and under the
-// replicated sparse rows' all-gather, at several sizes, each fitted to a line; and the
-// 16-bit codecs' cast rate. Collective: every rank of the job calls it; a few seconds.
+// replicated sparse rows' all-gather, at several sizes, each fitted to a line (and a curve);
+// each all-reduce algorithm again with 16-bit casts; and what a partitioned part's blocks of
+// memory add. Collective: every rank of the job calls it; a few seconds.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -20,11 +21,10 @@
 #include <fmt/format.h>
 
 #include "strata/exec/executor.hpp"
-#include "strata/kernels/cast.hpp"
 #include "strata/model/model.hpp"
-#include "strata/numeric/float16.hpp"
 #include "strata/optim/sgd.hpp"
 #include "strata/plan/calibration.hpp"
+#include "strata/sync/partition.hpp"
 
 namespace strata::plan {
 
@@ -81,8 +81,7 @@ line fit_dense(Context& ctx, const std::vector<double>& sizes, int repeats) {
     seconds.push_back(slowest_rank_median(ctx.control(), repeats, [&] { exec.step(); }));
   }
   line l = line::fit(bytes, seconds);
-  for (std::size_t i = 0; i < bytes.size(); ++i) l.curve.emplace_back(bytes[i], seconds[i]);
-  std::ranges::sort(l.curve);
+  l.curve = line::monotone_curve(bytes, seconds);
   return l;
 }
 
@@ -113,19 +112,23 @@ line fit_parameter_server(Context& ctx, const std::vector<double>& sizes, int re
     seconds.push_back(slowest_rank_median(ctx.control(), repeats, [&] { exec.step(); }));
   }
   line l = line::fit(shards, bytes, seconds);
-  for (std::size_t i = 0; i < sizes.size(); ++i) l.curve.emplace_back(bytes[i], seconds[i]);
-  std::ranges::sort(l.curve);
+  l.curve = line::monotone_curve(std::span<const double>(bytes).first(sizes.size()),
+                                 std::span<const double>(seconds).first(sizes.size()));
   return l;
 }
 
-/// The line through sparse steps under S (pull the rows, push their gradient, step) of a
-/// 2^18-row table of rows of 64 floats and of one float, at each count of rows touched per
-/// rank: against the rows (sorting and combining them costs per row) and their bytes.
+/// Sparse steps under S (pull the rows, push their gradient, step) of tables with rows of
+/// 512, 64 and 1 floats, at each count of rows touched per rank, fitted as a row term and a
+/// byte curve: the one-float rows' steps give the per-row cost (sorting, combining: their
+/// bytes are negligible), and what is left of every step beyond its rows is the curve of its
+/// bytes (wide rows of a large table stream from memory at a rate one line cannot share
+/// with small ones: the 16 MB steps cost half again what a line through the others says).
 template <class S, CommContext Context>
 line fit_sparse(Context& ctx, const std::vector<std::size_t>& touched, int repeats) {
-  constexpr std::size_t rows = std::size_t{1} << 18;
   std::vector<double> row_counts, bytes, seconds;
-  for (const std::size_t width : {std::size_t{64}, std::size_t{1}}) {
+  constexpr std::size_t widths[] = {512, 64, 1};  // the last gives the per-row term
+  for (const std::size_t width : widths) {
+    const std::size_t rows = std::min(std::size_t{1} << 18, (std::size_t{1} << 24) / width);  // at most 64 MiB
     std::vector<float> table(rows * width, 0.5f);
     auto m = make_model(variable<S>("calibration", table, {}, {rows, width}));
     auto exec = make_executor(ctx, m, optim::sgd{.lr = 1e-6f});
@@ -146,22 +149,39 @@ line fit_sparse(Context& ctx, const std::vector<std::size_t>& touched, int repea
       }));
     }
   }
-  return line::fit(row_counts, bytes, seconds);
+  const std::size_t narrow = touched.size() * (std::size(widths) - 1);  // where the one-float rows' steps start
+  const std::span<const double> narrow_rows(row_counts.begin() + narrow, row_counts.end());
+  const line per_row = line::fit(narrow_rows, std::vector<double>(narrow_rows.size(), 0.0),
+                                 std::span<const double>(seconds.begin() + narrow, seconds.end()));
+  std::vector<double> beyond_rows;
+  for (std::size_t i = 0; i < seconds.size(); ++i)
+    beyond_rows.push_back(std::max(0.0, seconds[i] - per_row.per_row_s * row_counts[i]));
+  line l = line::fit(bytes, beyond_rows);
+  l.per_row_s = per_row.per_row_s;
+  l.curve = line::monotone_curve(bytes, beyond_rows);
+  return l;
 }
 
-/// fp32 bytes encoded to half precision and decoded back, per second.
-inline double cast_rate(int repeats) {
-  std::vector<float> values(std::size_t{4} << 20, 0.25f), back(values.size());
-  std::vector<half> wire(values.size());
-  std::vector<double> seconds;
-  for (int i = 0; i < repeats + 1; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    kernels::scaled_narrow<half>(values, wire, 1.0f);
-    kernels::scaled_widen<half>(wire, back, 1.0f);
-    if (i > 0) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+/// What a partitioned part costs per block of memory beyond its first: steps of a [rows, 8]
+/// variable under AllReduce<Ring>, Partition<1> (each part a column range: one block per
+/// row) against the contiguous ring's curve at the same bytes.
+template <CommContext Context>
+double fit_per_block(Context& ctx, const line& ring, int repeats) {
+  using S = Strategy<AllReduce<Ring>, Partition<1>>;
+  constexpr std::size_t cols = 8;
+  std::vector<double> per_block;
+  for (const std::size_t bytes : {std::size_t{1} << 20, std::size_t{8} << 20}) {
+    const std::size_t rows = bytes / sizeof(float) / cols;
+    std::vector<float> param(rows * cols, 0.5f), grad(rows * cols, 1e-3f);
+    auto m = make_model(variable<S>("calibration", param, grad, {rows, cols}));
+    auto exec = make_executor(ctx, m, optim::sgd{.lr = 1e-6f});
+    double extra_blocks = 0.0;
+    for (const sync::part_layout& part : sync::partition_layout({rows, cols}, rows * cols, 1, ctx.control().size()))
+      extra_blocks += static_cast<double>(part.blocks.size() - 1);
+    const double seconds = slowest_rank_median(ctx.control(), repeats, [&] { exec.step(); });
+    per_block.push_back(std::max(0.0, seconds - ring.at(static_cast<double>(bytes))) / extra_blocks);
   }
-  std::ranges::sort(seconds);
-  return static_cast<double>(values.size() * sizeof(float)) / seconds[seconds.size() / 2];
+  return std::accumulate(per_block.begin(), per_block.end(), 0.0) / static_cast<double>(per_block.size());
 }
 
 }  // namespace detail
@@ -246,31 +266,28 @@ calibration calibrate(Context& ctx, const calibrate_options& o = {}) {
 
   say("all-reduce: Ring");
   c.ring = detail::fit_dense<Strategy<AllReduce<Ring>>>(ctx, o.allreduce_bytes, o.repeats);
+  c.ring_fp16 = detail::fit_dense<Strategy<AllReduce<Ring>, Compress<FP16>>>(ctx, o.allreduce_bytes, o.repeats);
   say("all-reduce: Tree");
   c.tree = detail::fit_dense<Strategy<AllReduce<Tree>>>(ctx, o.allreduce_bytes, o.repeats);
+  c.tree_fp16 = detail::fit_dense<Strategy<AllReduce<Tree>, Compress<FP16>>>(ctx, o.allreduce_bytes, o.repeats);
   say("all-reduce: Hierarchical");
   c.hierarchical = detail::fit_dense<Strategy<AllReduce<Hierarchical>>>(ctx, o.allreduce_bytes, o.repeats);
+  c.hierarchical_fp16 =
+      detail::fit_dense<Strategy<AllReduce<Hierarchical>, Compress<FP16>>>(ctx, o.allreduce_bytes, o.repeats);
   say("all-reduce: Native");
   c.native = detail::fit_dense<Strategy<AllReduce<Native>>>(ctx, o.allreduce_bytes, o.repeats);
+  c.native_fp16 = detail::fit_dense<Strategy<AllReduce<Native>, Compress<FP16>>>(ctx, o.allreduce_bytes, o.repeats);
+  say("all-reduce: partitioned parts");
+  c.per_block_s = detail::fit_per_block(ctx, c.ring, o.repeats);
   say("parameter server: dense");
   c.parameter_server = detail::fit_parameter_server(ctx, o.parameter_server_bytes, o.repeats);
   say("parameter server: sparse rows");
   c.sparse_parameter_server = detail::fit_sparse<Strategy<PS<1>, SparseRows>>(ctx, o.sparse_rows_touched, o.repeats);
   say("replicated sparse rows: all-gather");
   c.sparse_allgather = detail::fit_sparse<Strategy<AllReduce<Ring>, SparseRows>>(ctx, o.sparse_rows_touched, o.repeats);
-  say("16-bit casts");
-  // Every rank at once, as in training (ranks share the host's cores and memory); the median rank's.
-  control.barrier();
-  const double mine_rate = detail::cast_rate(o.repeats);
-  std::vector<double> rates(static_cast<std::size_t>(control.size()));
-  control.allgather(std::span<const double>(&mine_rate, 1), std::span<double>(rates));
-  std::ranges::sort(rates);
-  const double rate = rates[rates.size() / 2];
-
   const std::time_t now = std::time(nullptr);
   char when[32];
   std::strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
-  c.cast_bytes_per_s = rate;
   c.created = fmt::format("{}, {} ranks on {} host{}", when, c.measured_on.ranks, c.ranks_per_host.size(),
                           c.ranks_per_host.size() > 1 ? "s" : "");
   return c;

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "strata/error.hpp"
+#include "strata/strategy/descriptor.hpp"
 
 namespace strata::plan {
 
@@ -47,9 +48,31 @@ struct line {
   double fixed_s = 0.0;
   double per_byte_s = 0.0;
   double per_row_s = 0.0;
-  /// The measurements of a dense family, (bytes, seconds) by bytes: see at().
+  /// The measured seconds by bytes (a sparse family's beyond its per-row cost): see at().
   std::vector<std::pair<double, double>> curve = {};
   double operator()(double bytes, double rows = 0.0) const { return fixed_s + per_byte_s * bytes + per_row_s * rows; }
+
+  /// Seconds of a sparse family's step: its rows at the per-row rate, its bytes along the curve.
+  double sparse_at(double bytes, double rows) const { return per_row_s * rows + at(bytes); }
+
+  /// The curve through measurements (bytes, seconds): by bytes, equal sizes averaged, and
+  /// never falling (more bytes never cost less; a dip is the machine's noise).
+  static std::vector<std::pair<double, double>> monotone_curve(std::span<const double> bytes,
+                                                               std::span<const double> seconds) {
+    std::vector<std::pair<double, double>> points;
+    for (std::size_t i = 0; i < bytes.size(); ++i) points.emplace_back(bytes[i], seconds[i]);
+    std::ranges::sort(points);
+    std::vector<std::pair<double, double>> curve;
+    for (std::size_t i = 0; i < points.size();) {
+      std::size_t j = i;
+      double sum = 0.0;
+      for (; j < points.size() && points[j].first == points[i].first; ++j) sum += points[j].second;
+      const double mean = sum / static_cast<double>(j - i);
+      curve.emplace_back(points[i].first, curve.empty() ? mean : std::max(mean, curve.back().second));
+      i = j;
+    }
+    return curve;
+  }
 
   /// Seconds at `bytes` of a dense family: along the measured curve between its sizes (a
   /// bucket that fits in cache costs less per byte than one streamed from memory, which one
@@ -132,7 +155,7 @@ struct line {
 
 /// A machine's costs, as measured on `measured_on`.
 struct calibration {
-  static constexpr int format_version = 3;
+  static constexpr int format_version = 4;
   std::string backend = "mpi";
   cluster measured_on;
   std::vector<int> ranks_per_host;  ///< the layout measured: ranks on each host, in host order
@@ -141,13 +164,30 @@ struct calibration {
   // One synchronization of a variable (or fusion bucket) of n fp32 gradient bytes, on
   // measured_on.ranks ranks, through the executor:
   line ring, tree, hierarchical, native;  ///< Replicate, AllReduce<...>
+  /// The same with Compress<FP16>, casts included (the ring casts chunk by chunk inside the
+  /// ring, the others cast the whole bucket before and after): by the fp32 bytes
+  line ring_fp16, tree_fp16, hierarchical_fp16, native_fp16;
+  /// A partitioned variable's part that is not one block of memory (Partition<k>, k > 0:
+  /// one block per index of the axes before k) costs this much per block beyond its first
+  double per_block_s = 0.0;
   /// PS<1> BSP, dense, every shard on one server: per step, per shard (the per-row term: each
   /// worker's push and pull of it) and per byte
   line parameter_server;
-  line sparse_parameter_server;           ///< PS<1> BSP, SparseRows: the rows each worker touches, and their bytes
-  line sparse_allgather;                  ///< Replicate, AllReduce, SparseRows: each rank's rows and their bytes
-  double cast_bytes_per_s = 0.0;          ///< fp32 bytes encoded to 16 bits and decoded back, per second
+  line sparse_parameter_server;  ///< PS<1> BSP, SparseRows: per row each worker touches, and their bytes' curve
+  line sparse_allgather;         ///< Replicate, AllReduce, SparseRows: per row of each rank, and their bytes' curve
   std::string created;                    ///< when and where, for people
+
+  /// The line of an all-reduce algorithm, uncompressed or with 16-bit casts (FP16; BF16 is
+  /// the same code and bytes).
+  const line& allreduce(collective_kind algorithm, bool sixteen_bit) const {
+    switch (algorithm) {
+      case collective_kind::ring: return sixteen_bit ? ring_fp16 : ring;
+      case collective_kind::tree: return sixteen_bit ? tree_fp16 : tree;
+      case collective_kind::hierarchical: return sixteen_bit ? hierarchical_fp16 : hierarchical;
+      case collective_kind::native: return sixteen_bit ? native_fp16 : native;
+      default: throw usage_error("a calibration measures AllReduce<Ring|Tree|Hierarchical|Native>");
+    }
+  }
 
   /// Refuses (usage_error, saying what differs) a calibration that does not describe a run
   /// on `run` with `layout` (ranks on each host) over `backend`.
@@ -188,10 +228,12 @@ inline void to_json(nlohmann::json& j, const calibration& c) {
        {"within_host", c.within_host},
        {"across_hosts", c.across_hosts},
        {"allreduce", {{"ring", c.ring}, {"tree", c.tree}, {"hierarchical", c.hierarchical}, {"native", c.native}}},
+       {"allreduce_fp16",
+        {{"ring", c.ring_fp16}, {"tree", c.tree_fp16}, {"hierarchical", c.hierarchical_fp16}, {"native", c.native_fp16}}},
+       {"per_block_s", c.per_block_s},
        {"parameter_server", c.parameter_server},
        {"sparse_parameter_server", c.sparse_parameter_server},
        {"sparse_allgather", c.sparse_allgather},
-       {"cast_bytes_per_s", c.cast_bytes_per_s},
        {"created", c.created}};
 }
 
@@ -212,10 +254,15 @@ inline void from_json(const nlohmann::json& j, calibration& c) {
   allreduce.at("tree").get_to(c.tree);
   allreduce.at("hierarchical").get_to(c.hierarchical);
   allreduce.at("native").get_to(c.native);
+  const nlohmann::json& allreduce_fp16 = j.at("allreduce_fp16");
+  allreduce_fp16.at("ring").get_to(c.ring_fp16);
+  allreduce_fp16.at("tree").get_to(c.tree_fp16);
+  allreduce_fp16.at("hierarchical").get_to(c.hierarchical_fp16);
+  allreduce_fp16.at("native").get_to(c.native_fp16);
+  j.at("per_block_s").get_to(c.per_block_s);
   j.at("parameter_server").get_to(c.parameter_server);
   j.at("sparse_parameter_server").get_to(c.sparse_parameter_server);
   j.at("sparse_allgather").get_to(c.sparse_allgather);
-  j.at("cast_bytes_per_s").get_to(c.cast_bytes_per_s);
   j.at("created").get_to(c.created);
 }
 
@@ -228,6 +275,8 @@ inline std::string describe(const calibration& c) {
     out += fmt::format("; across hosts: {:.1f} us, {:.2f} GB/s", us(c.across_hosts.latency_s), c.across_hosts.bytes_per_s / 1e9);
   out += "\n";
   for (const auto& [name, l] : {std::pair{"ring", c.ring}, {"tree", c.tree}, {"hierarchical", c.hierarchical}, {"native", c.native},
+                                {"ring, FP16", c.ring_fp16}, {"tree, FP16", c.tree_fp16},
+                                {"hierarchical, FP16", c.hierarchical_fp16}, {"native, FP16", c.native_fp16},
                                 {"parameter server", c.parameter_server}, {"sparse parameter server", c.sparse_parameter_server},
                                 {"sparse all-gather", c.sparse_allgather}}) {
     out += fmt::format("  {:<24} {:8.1f} us + bytes at {:6.2f} GB/s", name, us(l.fixed_s),
@@ -235,7 +284,7 @@ inline std::string describe(const calibration& c) {
     if (l.per_row_s > 0) out += fmt::format(" + {:.3f} us per row", us(l.per_row_s));
     out += "\n";
   }
-  return out + fmt::format("  16-bit casts             {:.2f} GB/s of fp32\n", c.cast_bytes_per_s / 1e9);
+  return out + fmt::format("  partitioned blocks       {:8.3f} us per block beyond a part's first\n", us(c.per_block_s));
 }
 
 /// Writes `c` to `file` as JSON.

@@ -5,7 +5,8 @@
 // - all-reduced variables of one strategy are fused into the executor's buckets
 //   (sync::plan_buckets, partitioned variables as their parts); the communication thread
 //   runs the buckets one after another, each once its variables' gradients are ready, so a
-//   bucket whose gradients come early in backward hides behind the rest of backward;
+//   bucket whose gradients come early in backward hides behind the rest of backward; a
+//   partitioned part that is several blocks of memory costs the calibrated time per block;
 // - a bucket of n bytes costs what the calibration measured for its algorithm, carried to
 //   the target's p ranks on h hosts by the algorithm's shape (alpha: a message's latency,
 //   beta: a byte's time on the slowest link the algorithm crosses):
@@ -16,14 +17,16 @@
 //   where alpha comes from the fitted line's fixed cost at the calibration's p0 ranks (e.g.
 //   for the ring, alpha = fixed / 2(p0-1)) and beta from the measured curve at n bytes (a
 //   bucket in cache moves faster than one from memory); Compress<FP16|BF16> halves n on the
-//   wire and adds n over the measured cast rate;
+//   wire and adds what the casts added where calibrated (the algorithm's FP16 step beyond
+//   its uncompressed step of n/2 bytes);
 // - parameter-server shards are placed as the executor places them (sync::ps::next_server);
 //   a step costs the calibration's fixed cost once, and each server, per step, its shards'
 //   requests and bytes from every worker, at the per-worker rates of the calibration's
 //   one-server measurement (dense: per shard and per byte), plus its remote workers'
 //   bytes over the cross-host link; the step waits for the busiest server; sparse rows cost
-//   per row (sorting, combining) and per byte;
-// - replicated SparseRows tables all-gather every rank's touched rows.
+//   per row (sorting, combining) and their bytes along the measured curve;
+// - replicated SparseRows tables all-gather every rank's touched rows (per row, and bytes
+//   along the curve).
 // Parts add: the training thread waits for its synchronizers one after another.
 #include <algorithm>
 #include <cmath>
@@ -101,31 +104,17 @@ class cost_model {
   const calibration& calibrated() const { return c_; }
   const cost_options& options() const { return options_; }
 
-  /// One all-reduce of `bytes` (fp32 gradient bytes) with `algorithm` and `codec`.
+  /// One all-reduce of `bytes` (fp32 gradient bytes) with `algorithm` and `codec`:
+  /// Compress<FP16|BF16> moves half the bytes, plus what the casts added where calibrated.
   double allreduce_seconds(collective_kind algorithm, codec_kind codec, double bytes) const {
-    const int p = target_.ranks;
-    if (p <= 1) return 0.0;
-    double cast = 0.0, wire = bytes;
-    if (codec == codec_kind::fp16 || codec == codec_kind::bf16) {
-      wire = bytes / 2;
-      cast = c_.cast_bytes_per_s > 0 ? bytes / c_.cast_bytes_per_s : 0.0;
-    } else if (codec != codec_kind::none) {
+    if (target_.ranks <= 1) return 0.0;
+    if (codec == codec_kind::none) return shaped(algorithm, target_, bytes);
+    if (codec != codec_kind::fp16 && codec != codec_kind::bf16)
       throw usage_error("the cost model predicts Compress<FP16> and Compress<BF16>; TopK and PowerSGD change what is "
                         "learned and are not among its candidates");
-    }
-    const int h = target_.hosts(), r = target_.ranks_on_a_host();
-    switch (algorithm) {
-      case collective_kind::ring: return cast + ring_shaped(c_.ring, p, h > 1, wire);
-      case collective_kind::native: return cast + ring_shaped(c_.native, p, h > 1, wire);
-      case collective_kind::tree: return cast + tree_shaped(wire);
-      case collective_kind::hierarchical: {
-        const double within = r > 1 ? ring_shaped(c_.hierarchical, r, false, wire) : 0.0;
-        const double across = h > 1 ? 2.0 * (h - 1) * across_.latency_s + 2.0 * (h - 1) / h * wire * across_.seconds_per_byte()
-                                    : 0.0;
-        return cast + within + across;
-      }
-      default: throw usage_error("the cost model predicts AllReduce<Ring|Tree|Hierarchical|Native>");
-    }
+    const double measured = c_.allreduce(algorithm, true).at(bytes);
+    const double casts = std::max(0.0, measured - shaped(algorithm, c_.measured_on, bytes / 2));
+    return casts + shaped(algorithm, target_, bytes / 2);
   }
 
   /// The synchronization of one step with `strategies[i]` for `variables[i]`.
@@ -148,6 +137,23 @@ class cost_model {
     return bytes > 0 ? std::max(0.0, l.at(bytes) - l.fixed_s) / bytes : l.per_byte_s;
   }
 
+  // One uncompressed all-reduce of `bytes` on the cluster `on`, by the algorithm's shape.
+  double shaped(collective_kind algorithm, const cluster& on, double bytes) const {
+    const int p = on.ranks, h = on.hosts(), r = on.ranks_on_a_host();
+    const line& l = c_.allreduce(algorithm, false);
+    switch (algorithm) {
+      case collective_kind::ring:
+      case collective_kind::native: return ring_shaped(l, p, h > 1, bytes);
+      case collective_kind::tree: return tree_shaped(p, h, bytes);
+      default: {  // hierarchical
+        const double within = r > 1 ? ring_shaped(l, r, false, bytes) : 0.0;
+        const double across = h > 1 ? 2.0 * (h - 1) * across_.latency_s + 2.0 * (h - 1) / h * bytes * across_.seconds_per_byte()
+                                    : 0.0;
+        return within + across;
+      }
+    }
+  }
+
   // Ring-shaped: 2(p-1) latencies and 2(p-1)/p of the bytes, at the line's rates per link.
   double ring_shaped(const line& l, int p, bool crosses_hosts, double bytes) const {
     const int p0 = c_.measured_on.ranks;
@@ -161,10 +167,9 @@ class cost_model {
     return doubling + ((1 << doubling) == p ? 0 : 2);  // ranks past 2^k fold in first and are sent the result last
   }
 
-  double tree_shaped(double bytes) const {
-    const int rounds0 = tree_rounds(c_.measured_on.ranks), rounds = tree_rounds(target_.ranks);
+  double tree_shaped(int p, int h, double bytes) const {
+    const int rounds0 = tree_rounds(c_.measured_on.ranks), rounds = tree_rounds(p);
     const double alpha = c_.tree.fixed_s / rounds0, beta = per_byte_at(c_.tree, bytes) / rounds0;
-    const int h = target_.hosts();
     const int across = h > 1 ? static_cast<int>(std::ceil(std::log2(h))) : 0;  // rounds whose partners are on other hosts
     return (rounds - across) * (alpha + bytes * beta) +
            across * (std::max(alpha, across_.latency_s) + bytes * std::max(beta, across_.seconds_per_byte()));
@@ -190,7 +195,7 @@ class cost_model {
       }
       // The strategy's pieces, in declaration order, and when each is ready.
       std::vector<std::size_t> elements;
-      std::vector<double> ready;
+      std::vector<double> ready, extra_blocks;
       for (std::size_t k = i; k < variables.size(); ++k) {
         if (!(strategies[k] == s)) continue;
         done[k] = true;
@@ -199,15 +204,17 @@ class cost_model {
         for (const sync::part_layout& part : sync::partition_layout(v.shape, v.elements(), s.partition_axis, parts)) {
           elements.push_back(part.elements());
           ready.push_back(-v.compute_after_s);
+          extra_blocks.push_back(static_cast<double>(part.blocks.size() - 1));
         }
       }
       for (const sync::bucket_layout& b : sync::plan_buckets(elements, sizeof(float), options_.buckets)) {
-        double bytes = 0.0, at = -1e300;
+        double bytes = 0.0, at = -1e300, blocks = 0.0;
         for (std::size_t member : b.members) {
           bytes += static_cast<double>(elements[member]) * sizeof(float);
           at = std::max(at, ready[member]);
+          blocks += extra_blocks[member];
         }
-        jobs.push_back({at, allreduce_seconds(s.collective, s.codec, bytes)});
+        jobs.push_back({at, allreduce_seconds(s.collective, s.codec, bytes) + blocks * c_.per_block_s});
       }
     }
     std::ranges::stable_sort(jobs, {}, &job::ready);
@@ -222,7 +229,7 @@ class cost_model {
     const double others = static_cast<double>(p - 1) / (p0 - 1);  // every other rank's rows come in
     const double bytes = v.touched_bytes();
     const double remote = target_.hosts() > 1 ? (p - target_.ranks_on_a_host()) * bytes * across_.seconds_per_byte() : 0.0;
-    return others * c_.sparse_allgather(bytes, v.touched_rows()) + remote;
+    return others * c_.sparse_allgather.sparse_at(bytes, v.touched_rows()) + remote;
   }
 
   // Each shard on its server, as the executor places them; per server, every worker's
@@ -233,7 +240,8 @@ class cost_model {
     const int p = target_.ranks, p0 = c_.measured_on.ranks;
     const auto servers = static_cast<std::size_t>(p);
     std::vector<std::size_t> held(servers, 0);
-    std::vector<double> shards(servers, 0.0), dense_bytes(servers, 0.0), sparse_busy(servers, 0.0), remote(servers, 0.0);
+    std::vector<double> shards(servers, 0.0), dense_bytes(servers, 0.0), sparse_rows(servers, 0.0), sparse_bytes(servers, 0.0),
+        remote(servers, 0.0);
     double fixed = 0.0;  // once per step: the slowest family's
     const double workers = static_cast<double>(p) / p0;  // the one-server lines hold p0 workers' share
     const int remote_workers = p - target_.ranks_on_a_host();
@@ -248,9 +256,9 @@ class cost_model {
         const double share = static_cast<double>(part.elements()) / static_cast<double>(std::max<std::size_t>(v.elements(), 1));
         const double bytes = v.touched_bytes() * share;
         if (v.sparse) {
-          const line& l = c_.sparse_parameter_server;
-          fixed = std::max(fixed, l.fixed_s);
-          sparse_busy[host] += workers * (l.per_row_s * v.touched_rows() * share + l.per_byte_s * bytes);
+          fixed = std::max(fixed, c_.sparse_parameter_server.fixed_s);
+          sparse_rows[host] += v.touched_rows() * share;
+          sparse_bytes[host] += bytes;
         } else {
           fixed = std::max(fixed, c_.parameter_server.fixed_s);
           shards[host] += 1.0;
@@ -261,9 +269,10 @@ class cost_model {
     }
     double busiest = 0.0;
     for (std::size_t h = 0; h < servers; ++h) {
-      const line& l = c_.parameter_server;
-      const double dense = workers * (l.per_row_s * shards[h] + per_byte_at(l, dense_bytes[h]) * dense_bytes[h]);
-      busiest = std::max(busiest, dense + sparse_busy[h] + remote[h]);
+      const line &d = c_.parameter_server, &s = c_.sparse_parameter_server;
+      const double dense = d.per_row_s * shards[h] + per_byte_at(d, dense_bytes[h]) * dense_bytes[h];
+      const double sparse = s.per_row_s * sparse_rows[h] + per_byte_at(s, sparse_bytes[h]) * sparse_bytes[h];
+      busiest = std::max(busiest, workers * (dense + sparse) + remote[h]);
     }
     return fixed + busiest;
   }
