@@ -262,3 +262,20 @@ TEST_CASE("a measured curve is by bytes, averages equal sizes and never falls", 
   line sparse{.fixed_s = 0.0, .per_byte_s = 1e-9, .per_row_s = 1e-7, .curve = curve};
   CHECK(sparse.sparse_at(2.25e6, 100) == Approx(100 * 1e-7 + (5e-4 + 20e-3) / 2));
 }
+
+TEST_CASE("a server slows by how busy the other servers are beside it", "[plan]") {
+  CHECK(other_servers_busy(std::vector{4.0, 0.0, 0.0}) == 0.0);
+  CHECK(other_servers_busy(std::vector{4.0, 4.0, 4.0}) == 1.0);
+  CHECK(other_servers_busy(std::vector{1.0, 4.0, 2.0}) == Approx(3.0 / 8));
+  CHECK(other_servers_busy(std::vector{5.0}) == 0.0);
+  calibration c = synthetic();
+  const std::vector<variable_profile> v = {table(0.01)};
+  const std::vector<std::string> one{"PS<1>,SparseRows"}, both{"PS<2>,Partition<0>,SparseRows"};
+  const double alone_one = cost_model(c, c.measured_on).predict(v, one).total();
+  const double alone_both = cost_model(c, c.measured_on).predict(v, both).total();
+  c.sparse_parameter_server_sharing = 1.0;  // two busy servers on the calibrated ranks: each twice as slow
+  const cost_model shared(c, c.measured_on);
+  CHECK(shared.predict(v, one).total() == Approx(alone_one));  // the other server idles
+  const double fixed = c.sparse_parameter_server.fixed_s;
+  CHECK(shared.predict(v, both).total() - fixed == Approx(2 * (alone_both - fixed)));
+}

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <ctime>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <numeric>
 #include <span>
@@ -85,11 +86,44 @@ line fit_dense(Context& ctx, const std::vector<double>& sizes, int repeats) {
   return l;
 }
 
-/// The parameter server's line, from steps of m variables of n bytes in all, spread over
-/// every rank's server as the executor spreads them (every server busy at once, as in
-/// training, where servers share the cores with the workers): against the busiest server's
-/// shards (the line's per-row term: every worker's push and pull of each) and bytes, with
-/// the curve of the 8-variable steps by those bytes.
+/// One parameter-server measurement: the load of the busiest server (shards or rows, and
+/// bytes, per worker), how busy the other servers were beside it (other_servers_busy), and
+/// the step's seconds.
+struct server_point {
+  double requests = 0.0, bytes = 0.0, others_busy = 0.0, seconds = 0.0;
+};
+
+/// The busiest server's share of what `placed` holds, and how busy the others are.
+inline std::pair<double, double> busiest_share(const sync::ps::plan* placed) {
+  if (placed == nullptr) return {1.0, 0.0};  // replicated: no servers
+  std::vector<double> load(placed->bytes_per_rank.begin(), placed->bytes_per_rank.end());
+  const double all = std::accumulate(load.begin(), load.end(), 0.0);
+  return {all > 0 ? *std::ranges::max_element(load) / all : 1.0, other_servers_busy(load)};
+}
+
+/// A step of m dense PS<1> variables of `size` bytes in all, their servers chosen by `servers`.
+template <CommContext Context>
+server_point dense_server_step(Context& ctx, std::size_t m, double size, server_assignment servers, int repeats) {
+  const std::size_t cols = 256, rows = std::max<std::size_t>(1, static_cast<std::size_t>(size) / sizeof(float) / cols / m);
+  std::vector<std::vector<float>> params(m, std::vector<float>(rows * cols, 0.5f)), grads(m, std::vector<float>(rows * cols, 1e-3f));
+  model<Strategy<PS<1>>> mdl;
+  for (std::size_t v = 0; v < m; ++v)
+    mdl.add(variable<Strategy<PS<1>>>(fmt::format("calibration.{}", v), params[v], grads[v], {rows, cols}));
+  executor_options options;
+  options.ps_servers = servers;
+  auto exec = make_executor(ctx, mdl, optim::sgd{.lr = 1e-6f}, options);
+  const sync::ps::plan& placed = *exec.parameter_server_plan();
+  std::vector<double> hosted(static_cast<std::size_t>(ctx.control().size()), 0.0);
+  for (const sync::ps::variable_plan& v : placed.variables)
+    for (const sync::ps::shard_plan& shard : v.shards) hosted[static_cast<std::size_t>(shard.host)] += 1.0;
+  const auto [share, others] = busiest_share(&placed);
+  return {*std::ranges::max_element(hosted), share * static_cast<double>(m * rows * cols * sizeof(float)), others,
+          slowest_rank_median(ctx.control(), repeats, [&] { exec.step(); })};
+}
+
+/// The dense parameter server's line, from steps of m variables of n bytes in all on one
+/// server (every shard on rank 0): against its shards (the line's per-row term: every
+/// worker's push and pull of each) and bytes, with the curve of the 8-variable steps.
 template <CommContext Context>
 line fit_parameter_server(Context& ctx, const std::vector<double>& sizes, int repeats) {
   std::vector<std::pair<std::size_t, double>> shapes;  // (variables, bytes in all)
@@ -97,19 +131,10 @@ line fit_parameter_server(Context& ctx, const std::vector<double>& sizes, int re
   for (const std::size_t m : {32, 128}) shapes.emplace_back(m, sizes.front() * static_cast<double>(m) / 8);
   std::vector<double> shards, bytes, seconds;
   for (const auto& [m, size] : shapes) {
-    const std::size_t cols = 256, rows = std::max<std::size_t>(1, static_cast<std::size_t>(size) / sizeof(float) / cols / m);
-    std::vector<std::vector<float>> params(m, std::vector<float>(rows * cols, 0.5f)), grads(m, std::vector<float>(rows * cols, 1e-3f));
-    model<Strategy<PS<1>>> mdl;
-    for (std::size_t v = 0; v < m; ++v)
-      mdl.add(variable<Strategy<PS<1>>>(fmt::format("calibration.{}", v), params[v], grads[v], {rows, cols}));
-    auto exec = make_executor(ctx, mdl, optim::sgd{.lr = 1e-6f});
-    const sync::ps::plan& placed = *exec.parameter_server_plan();
-    std::vector<double> hosted(static_cast<std::size_t>(ctx.control().size()), 0.0);
-    for (const sync::ps::variable_plan& v : placed.variables)
-      for (const sync::ps::shard_plan& shard : v.shards) hosted[static_cast<std::size_t>(shard.host)] += 1.0;
-    shards.push_back(*std::ranges::max_element(hosted));
-    bytes.push_back(static_cast<double>(*std::ranges::max_element(placed.bytes_per_rank)));
-    seconds.push_back(slowest_rank_median(ctx.control(), repeats, [&] { exec.step(); }));
+    const server_point p = dense_server_step(ctx, m, size, server_assignment::first_server, repeats);
+    shards.push_back(p.requests);
+    bytes.push_back(p.bytes);
+    seconds.push_back(p.seconds);
   }
   line l = line::fit(shards, bytes, seconds);
   l.curve = line::monotone_curve(std::span<const double>(bytes).first(sizes.size()),
@@ -117,49 +142,73 @@ line fit_parameter_server(Context& ctx, const std::vector<double>& sizes, int re
   return l;
 }
 
-/// Sparse steps under S (pull the rows, push their gradient, step) of tables with rows of
-/// 512, 64 and 1 floats, at each count of rows touched per rank, fitted as a row term and a
-/// byte curve: the one-float rows' steps give the per-row cost (sorting, combining: their
-/// bytes are negligible), and what is left of every step beyond its rows is the curve of its
-/// bytes (wide rows of a large table stream from memory at a rate one line cannot share
-/// with small ones: the 16 MB steps cost half again what a line through the others says).
+/// Sparse steps under S (pull the rows, push their gradient, step) of a table of rows of
+/// `width` floats (at most 2^18 rows and 64 MiB), at each count of rows touched per rank,
+/// spread over the table and different on each rank, as a batch's embedding lookups are.
+template <class S, CommContext Context>
+std::vector<server_point> sparse_steps(Context& ctx, std::size_t width, const std::vector<std::size_t>& touched, int repeats) {
+  const std::size_t rows = std::min(std::size_t{1} << 18, (std::size_t{1} << 24) / width);
+  std::vector<float> table(rows * width, 0.5f);
+  auto m = make_model(variable<S>("calibration", table, {}, {rows, width}));
+  auto exec = make_executor(ctx, m, optim::sgd{.lr = 1e-6f});
+  const auto [share, others] = busiest_share(exec.parameter_server_plan());
+  std::vector<server_point> points;
+  for (const std::size_t n : touched) {
+    std::vector<std::uint32_t> picked(std::min(n, rows));
+    for (std::size_t i = 0; i < picked.size(); ++i)
+      picked[i] = static_cast<std::uint32_t>((i * 7919 + static_cast<std::size_t>(ctx.control().rank()) * 104729) % rows);
+    std::ranges::sort(picked);
+    picked.erase(std::ranges::unique(picked).begin(), picked.end());
+    std::vector<float> values(picked.size() * width, 1e-3f);
+    const double seconds = slowest_rank_median(ctx.control(), repeats, [&] {
+      exec.pull(variable_id{0}, picked);
+      exec.sparse_gradient(variable_id{0}, picked, values);
+      exec.step();
+    });
+    points.push_back({share * static_cast<double>(picked.size()), share * static_cast<double>(values.size() * sizeof(float)),
+                      others, seconds});
+  }
+  return points;
+}
+
+/// Sparse steps under S of tables with rows of 512, 64 and 1 floats, fitted as a row term
+/// and a byte curve: the one-float rows' steps give the per-row cost (sorting, combining:
+/// their bytes are negligible), and what is left of every step beyond its rows is the curve
+/// of its bytes (wide rows of a large table stream from memory at a rate one line cannot
+/// share with small ones: the 16 MB steps cost half again what a line through the others says).
 template <class S, CommContext Context>
 line fit_sparse(Context& ctx, const std::vector<std::size_t>& touched, int repeats) {
-  std::vector<double> row_counts, bytes, seconds;
-  constexpr std::size_t widths[] = {512, 64, 1};  // the last gives the per-row term
-  for (const std::size_t width : widths) {
-    const std::size_t rows = std::min(std::size_t{1} << 18, (std::size_t{1} << 24) / width);  // at most 64 MiB
-    std::vector<float> table(rows * width, 0.5f);
-    auto m = make_model(variable<S>("calibration", table, {}, {rows, width}));
-    auto exec = make_executor(ctx, m, optim::sgd{.lr = 1e-6f});
-    for (const std::size_t n : touched) {
-      std::vector<std::uint32_t> picked(std::min(n, rows));
-      // Spread over the table, different on each rank, as a batch's embedding lookups are.
-      for (std::size_t i = 0; i < picked.size(); ++i)
-        picked[i] = static_cast<std::uint32_t>((i * 7919 + static_cast<std::size_t>(ctx.control().rank()) * 104729) % rows);
-      std::ranges::sort(picked);
-      picked.erase(std::ranges::unique(picked).begin(), picked.end());
-      std::vector<float> values(picked.size() * width, 1e-3f);
-      row_counts.push_back(static_cast<double>(picked.size()));
-      bytes.push_back(static_cast<double>(values.size() * sizeof(float)));
-      seconds.push_back(slowest_rank_median(ctx.control(), repeats, [&] {
-        exec.pull(variable_id{0}, picked);
-        exec.sparse_gradient(variable_id{0}, picked, values);
-        exec.step();
-      }));
-    }
+  std::vector<server_point> points;
+  for (const std::size_t width : {std::size_t{512}, std::size_t{64}})
+    std::ranges::copy(sparse_steps<S>(ctx, width, touched, repeats), std::back_inserter(points));
+  const std::vector<server_point> narrow = sparse_steps<S>(ctx, 1, touched, repeats);
+  std::vector<double> narrow_rows, narrow_seconds;
+  for (const server_point& p : narrow) narrow_rows.push_back(p.requests), narrow_seconds.push_back(p.seconds);
+  const line per_row = line::fit(narrow_rows, std::vector<double>(narrow.size(), 0.0), narrow_seconds);
+  std::ranges::copy(narrow, std::back_inserter(points));
+  std::vector<double> bytes, beyond_rows;
+  for (const server_point& p : points) {
+    bytes.push_back(p.bytes);
+    beyond_rows.push_back(std::max(0.0, p.seconds - per_row.per_row_s * p.requests));
   }
-  const std::size_t narrow = touched.size() * (std::size(widths) - 1);  // where the one-float rows' steps start
-  const std::span<const double> narrow_rows(row_counts.begin() + narrow, row_counts.end());
-  const line per_row = line::fit(narrow_rows, std::vector<double>(narrow_rows.size(), 0.0),
-                                 std::span<const double>(seconds.begin() + narrow, seconds.end()));
-  std::vector<double> beyond_rows;
-  for (std::size_t i = 0; i < seconds.size(); ++i)
-    beyond_rows.push_back(std::max(0.0, seconds[i] - per_row.per_row_s * row_counts[i]));
   line l = line::fit(bytes, beyond_rows);
   l.per_row_s = per_row.per_row_s;
   l.curve = line::monotone_curve(bytes, beyond_rows);
   return l;
+}
+
+/// How much a server's work slows per unit of the other servers' busy-ness, where servers
+/// share the cores with the workers: steps with the load spread over several servers
+/// against what the one-server `predict` gives for their busiest server's load; the median
+/// over the points, never below zero.
+template <class Predict>
+double sharing_slowdown(const std::vector<server_point>& spread, Predict&& predict) {
+  std::vector<double> slowdown;
+  for (const server_point& p : spread)
+    if (p.others_busy > 0 && predict(p) > 0) slowdown.push_back((p.seconds / predict(p) - 1) / p.others_busy);
+  if (slowdown.empty()) return 0.0;
+  std::ranges::sort(slowdown);
+  return std::max(0.0, slowdown[slowdown.size() / 2]);
 }
 
 /// What a partitioned part costs per block of memory beyond its first: steps of a [rows, 8]
@@ -281,8 +330,18 @@ calibration calibrate(Context& ctx, const calibrate_options& o = {}) {
   c.per_block_s = detail::fit_per_block(ctx, c.ring, o.repeats);
   say("parameter server: dense");
   c.parameter_server = detail::fit_parameter_server(ctx, o.parameter_server_bytes, o.repeats);
+  std::vector<detail::server_point> spread;
+  for (const double size : o.parameter_server_bytes)
+    spread.push_back(detail::dense_server_step(ctx, 8, size, server_assignment::least_loaded, o.repeats));
+  c.parameter_server_sharing = detail::sharing_slowdown(spread, [&](const detail::server_point& p) {
+    return c.parameter_server.per_row_s * p.requests + c.parameter_server.at(p.bytes);
+  });
   say("parameter server: sparse rows");
   c.sparse_parameter_server = detail::fit_sparse<Strategy<PS<1>, SparseRows>>(ctx, o.sparse_rows_touched, o.repeats);
+  // Two shards on two servers (all of them on 2 ranks): every server busy.
+  c.sparse_parameter_server_sharing = detail::sharing_slowdown(
+      detail::sparse_steps<Strategy<PS<2>, Partition<0>, SparseRows>>(ctx, 64, o.sparse_rows_touched, o.repeats),
+      [&](const detail::server_point& p) { return c.sparse_parameter_server.sparse_at(p.bytes, p.requests); });
   say("replicated sparse rows: all-gather");
   c.sparse_allgather = detail::fit_sparse<Strategy<AllReduce<Ring>, SparseRows>>(ctx, o.sparse_rows_touched, o.repeats);
   const std::time_t now = std::time(nullptr);

@@ -153,6 +153,17 @@ struct line {
   }
 };
 
+/// How busy the other servers are beside the busiest, from each server's load: their load
+/// over the busiest's, averaged over the p - 1 of them (0: the others idle, 1: all as busy).
+inline double other_servers_busy(std::span<const double> load) {
+  if (load.size() < 2) return 0.0;
+  const double busiest = *std::ranges::max_element(load);
+  if (!(busiest > 0)) return 0.0;
+  double others = -busiest;
+  for (const double l : load) others += l;
+  return others / (busiest * static_cast<double>(load.size() - 1));
+}
+
 /// A machine's costs, as measured on `measured_on`.
 struct calibration {
   static constexpr int format_version = 4;
@@ -174,6 +185,9 @@ struct calibration {
   /// worker's push and pull of it) and per byte
   line parameter_server;
   line sparse_parameter_server;  ///< PS<1> BSP, SparseRows: per row each worker touches, and their bytes' curve
+  /// How much slower a server works when the other servers are busy too (they share the
+  /// cores with the workers): its one-server time times 1 + sharing * other_servers_busy
+  double parameter_server_sharing = 0.0, sparse_parameter_server_sharing = 0.0;
   line sparse_allgather;         ///< Replicate, AllReduce, SparseRows: per row of each rank, and their bytes' curve
   std::string created;                    ///< when and where, for people
 
@@ -232,6 +246,8 @@ inline void to_json(nlohmann::json& j, const calibration& c) {
         {{"ring", c.ring_fp16}, {"tree", c.tree_fp16}, {"hierarchical", c.hierarchical_fp16}, {"native", c.native_fp16}}},
        {"per_block_s", c.per_block_s},
        {"parameter_server", c.parameter_server},
+       {"parameter_server_sharing", c.parameter_server_sharing},
+       {"sparse_parameter_server_sharing", c.sparse_parameter_server_sharing},
        {"sparse_parameter_server", c.sparse_parameter_server},
        {"sparse_allgather", c.sparse_allgather},
        {"created", c.created}};
@@ -261,6 +277,8 @@ inline void from_json(const nlohmann::json& j, calibration& c) {
   allreduce_fp16.at("native").get_to(c.native_fp16);
   j.at("per_block_s").get_to(c.per_block_s);
   j.at("parameter_server").get_to(c.parameter_server);
+  j.at("parameter_server_sharing").get_to(c.parameter_server_sharing);
+  j.at("sparse_parameter_server_sharing").get_to(c.sparse_parameter_server_sharing);
   j.at("sparse_parameter_server").get_to(c.sparse_parameter_server);
   j.at("sparse_allgather").get_to(c.sparse_allgather);
   j.at("created").get_to(c.created);
@@ -284,6 +302,8 @@ inline std::string describe(const calibration& c) {
     if (l.per_row_s > 0) out += fmt::format(" + {:.3f} us per row", us(l.per_row_s));
     out += "\n";
   }
+  out += fmt::format("  servers busy together    dense x{:.2f}, sparse x{:.2f} (all other servers busy)\n",
+                     1 + c.parameter_server_sharing, 1 + c.sparse_parameter_server_sharing);
   return out + fmt::format("  partitioned blocks       {:8.3f} us per block beyond a part's first\n", us(c.per_block_s));
 }
 

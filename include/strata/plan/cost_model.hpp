@@ -22,9 +22,11 @@
 // - parameter-server shards are placed as the executor places them (sync::ps::next_server);
 //   a step costs the calibration's fixed cost once, and each server, per step, its shards'
 //   requests and bytes from every worker, at the per-worker rates of the calibration's
-//   one-server measurement (dense: per shard and per byte), plus its remote workers'
-//   bytes over the cross-host link; the step waits for the busiest server; sparse rows cost
-//   per row (sorting, combining) and their bytes along the measured curve;
+//   one-server measurement (dense: per shard and per byte), slowed by how busy the other
+//   servers are (they share the cores with the workers: the calibrated sharing slowdown),
+//   plus its remote workers' bytes over the cross-host link; the step waits for the
+//   busiest server; sparse rows cost per row (sorting, combining) and their bytes along the
+//   measured curve;
 // - replicated SparseRows tables all-gather every rank's touched rows (per row, and bytes
 //   along the curve).
 // Parts add: the training thread waits for its synchronizers one after another.
@@ -267,13 +269,19 @@ class cost_model {
         remote[host] += target_.hosts() > 1 ? 2.0 * remote_workers * bytes * across_.seconds_per_byte() : 0.0;
       }
     }
-    double busiest = 0.0;
+    // Each server's work as if it were the only one busy, then slowed by how busy the others are.
+    std::vector<double> dense(servers), sparse(servers), load(servers);
     for (std::size_t h = 0; h < servers; ++h) {
       const line &d = c_.parameter_server, &s = c_.sparse_parameter_server;
-      const double dense = d.per_row_s * shards[h] + per_byte_at(d, dense_bytes[h]) * dense_bytes[h];
-      const double sparse = s.per_row_s * sparse_rows[h] + per_byte_at(s, sparse_bytes[h]) * sparse_bytes[h];
-      busiest = std::max(busiest, workers * (dense + sparse) + remote[h]);
+      dense[h] = workers * (d.per_row_s * shards[h] + per_byte_at(d, dense_bytes[h]) * dense_bytes[h]);
+      sparse[h] = workers * (s.per_row_s * sparse_rows[h] + per_byte_at(s, sparse_bytes[h]) * sparse_bytes[h]);
+      load[h] = dense[h] + sparse[h];
     }
+    const double others = other_servers_busy(load);
+    double busiest = 0.0;
+    for (std::size_t h = 0; h < servers; ++h)
+      busiest = std::max(busiest, dense[h] * (1 + c_.parameter_server_sharing * others) +
+                                      sparse[h] * (1 + c_.sparse_parameter_server_sharing * others) + remote[h]);
     return fixed + busiest;
   }
 
