@@ -2,8 +2,8 @@
 // Automatic strategies: for every variable, the candidate strategies its gradient form
 // allows, and a plan that the cost model predicts fastest. The search starts from the best
 // plan that gives every variable of a gradient form one strategy (what a builder does), then
-// moves one variable at a time to another candidate while the predicted step gets faster,
-// so that a plan can mix: the large tensors on one algorithm, the small ones fused on
+// moves one variable at a time to another candidate while the predicted step gets faster
+// (by at least auto_options::min_gain), so that a plan can mix: the large tensors on one algorithm, the small ones fused on
 // another, a sparse table on parameter-server shards. The result says, per variable, what
 // was chosen and what it beat by how much, and lists the uniform plans as runner-ups.
 #include <algorithm>
@@ -33,6 +33,10 @@ struct auto_options {
   /// Moves of one variable at a time after the best uniform plan; 0 keeps that uniform plan
   /// (for a program that gives all its variables one strategy).
   int improvement_passes = 4;
+  /// A move is taken only if it shortens the predicted step by this fraction: a smaller gain
+  /// is below what a calibration resolves (rates move by several percent between runs),
+  /// and each strategy a plan adds is another synchronizer with buckets of its own.
+  double min_gain = 0.005;
   /// When set, only candidates it accepts are offered (e.g. the strategies a program was
   /// compiled with).
   std::function<bool(const strategy_descriptor&)> offer;
@@ -139,7 +143,7 @@ inline strategy_plan auto_strategy(std::span<const variable_profile> variables, 
         const strategy_descriptor kept = current[i];
         current[i] = offered_d[i][k];
         const double seconds = model.predict(variables, current).total();
-        if (seconds < best_s * (1 - 1e-9)) {
+        if (seconds < best_s * (1 - std::max(options.min_gain, 1e-9))) {
           best_s = seconds;
           chosen[i] = k;
           moved = true;
