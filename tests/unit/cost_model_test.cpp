@@ -74,7 +74,8 @@ TEST_CASE("between measured sizes the model follows the measured curve", "[plan]
   const cost_model model(c, c.measured_on);
   CHECK(model.allreduce_seconds(collective_kind::ring, codec_kind::none, 1e6) == Approx(0.2e-3));
   CHECK(model.allreduce_seconds(collective_kind::ring, codec_kind::none, 32.5e6) == Approx(0.2e-3 + (30e-3 - 0.2e-3) / 2));
-  CHECK(model.allreduce_seconds(collective_kind::ring, codec_kind::none, 1e3) == Approx(c.ring(1e3)));  // below: the line
+  // Below the smallest size: on the way from the fixed cost (10 us) to the first point.
+  CHECK(model.allreduce_seconds(collective_kind::ring, codec_kind::none, 1e3) == Approx(10e-6 + (20e-6 - 10e-6) / 10));
   // Carried to 16 ranks, the per-byte rate is the curve's at that size.
   const cost_model sixteen(c, {16, 16});
   const double beta_at = (30e-3 - c.ring.fixed_s) / 64e6;  // at p0 = 2: 2(p0-1)/p0 = 1
@@ -261,6 +262,9 @@ TEST_CASE("a measured curve is by bytes, averages equal sizes and never falls", 
   // A sparse family: its rows at the per-row rate, its bytes along the curve between sizes.
   line sparse{.fixed_s = 0.0, .per_byte_s = 1e-9, .per_row_s = 1e-7, .curve = curve};
   CHECK(sparse.sparse_at(2.25e6, 100) == Approx(100 * 1e-7 + (5e-4 + 20e-3) / 2));
+  // Below the smallest size: on the way from the fixed cost to it, never free.
+  sparse.fixed_s = 2e-6;
+  CHECK(sparse.at(500) == Approx(2e-6 + (1e-5 - 2e-6) / 2));
 }
 
 TEST_CASE("a server slows by how busy the other servers are beside it", "[plan]") {

@@ -74,11 +74,13 @@ struct line {
     return curve;
   }
 
-  /// Seconds at `bytes` of a dense family: along the measured curve between its sizes (a
-  /// bucket that fits in cache costs less per byte than one streamed from memory, which one
-  /// line cannot say), beyond the largest along its last segment, below the smallest the line.
+  /// Seconds at `bytes`: along the measured curve between its sizes (a bucket that fits in
+  /// cache costs less per byte than one streamed from memory, which one line cannot say),
+  /// beyond the largest along its last segment, below the smallest on the way from the fixed
+  /// cost to it; the line where nothing was measured.
   double at(double bytes) const {
-    if (curve.size() < 2 || bytes <= curve.front().first) return (*this)(bytes);
+    if (curve.size() < 2) return (*this)(bytes);
+    if (const auto [b0, s0] = curve.front(); bytes <= b0) return fixed_s + std::max(0.0, s0 - fixed_s) * bytes / b0;
     std::size_t k = 1;
     while (k + 1 < curve.size() && bytes > curve[k].first) ++k;
     const auto [b0, s0] = curve[k - 1];
@@ -297,8 +299,8 @@ inline std::string describe(const calibration& c) {
                                 {"hierarchical, FP16", c.hierarchical_fp16}, {"native, FP16", c.native_fp16},
                                 {"parameter server", c.parameter_server}, {"sparse parameter server", c.sparse_parameter_server},
                                 {"sparse all-gather", c.sparse_allgather}}) {
-    out += fmt::format("  {:<24} {:8.1f} us + bytes at {:6.2f} GB/s", name, us(l.fixed_s),
-                       l.per_byte_s > 0 ? 1e-9 / l.per_byte_s : 0.0);
+    out += l.per_byte_s > 0 ? fmt::format("  {:<24} {:8.1f} us + bytes at {:6.2f} GB/s", name, us(l.fixed_s), 1e-9 / l.per_byte_s)
+                            : fmt::format("  {:<24} {:8.1f} us + bytes along the curve", name, us(l.fixed_s));
     if (l.per_row_s > 0) out += fmt::format(" + {:.3f} us per row", us(l.per_row_s));
     out += "\n";
   }
