@@ -197,6 +197,17 @@ line fit_sparse(Context& ctx, const std::vector<std::size_t>& touched, int repea
   return l;
 }
 
+/// Sparse steps of 64-float rows with the table's shards on as many servers as the job has
+/// ranks (up to 8; a shard count is a type): every server busy, or as many as that.
+template <CommContext Context>
+std::vector<server_point> spread_sparse_steps(Context& ctx, const std::vector<std::size_t>& touched, int repeats) {
+  const int p = ctx.control().size();
+  if (p >= 8) return sparse_steps<Strategy<PS<8>, Partition<0>, SparseRows>>(ctx, 64, touched, repeats);
+  if (p >= 4) return sparse_steps<Strategy<PS<4>, Partition<0>, SparseRows>>(ctx, 64, touched, repeats);
+  if (p >= 3) return sparse_steps<Strategy<PS<3>, Partition<0>, SparseRows>>(ctx, 64, touched, repeats);
+  return sparse_steps<Strategy<PS<2>, Partition<0>, SparseRows>>(ctx, 64, touched, repeats);
+}
+
 /// How much a server's work slows per unit of the other servers' busy-ness, where servers
 /// share the cores with the workers: steps with the load spread over several servers
 /// against what the one-server `predict` gives for their busiest server's load; the median
@@ -338,9 +349,8 @@ calibration calibrate(Context& ctx, const calibrate_options& o = {}) {
   });
   say("parameter server: sparse rows");
   c.sparse_parameter_server = detail::fit_sparse<Strategy<PS<1>, SparseRows>>(ctx, o.sparse_rows_touched, o.repeats);
-  // Two shards on two servers (all of them on 2 ranks): every server busy.
   c.sparse_parameter_server_sharing = detail::sharing_slowdown(
-      detail::sparse_steps<Strategy<PS<2>, Partition<0>, SparseRows>>(ctx, 64, o.sparse_rows_touched, o.repeats),
+      detail::spread_sparse_steps(ctx, o.sparse_rows_touched, o.repeats),
       [&](const detail::server_point& p) { return c.sparse_parameter_server.sparse_at(p.bytes, p.requests); });
   say("replicated sparse rows: all-gather");
   c.sparse_allgather = detail::fit_sparse<Strategy<AllReduce<Ring>, SparseRows>>(ctx, o.sparse_rows_touched, o.repeats);
