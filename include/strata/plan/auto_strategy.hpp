@@ -36,7 +36,7 @@ struct auto_options {
   /// A move is taken only if it shortens the predicted step by this fraction: a smaller gain
   /// is below what a calibration resolves (rates move by several percent between runs),
   /// and each strategy a plan adds is another synchronizer with buckets of its own.
-  double min_gain = 0.005;
+  double min_gain = 0.02;
   /// When set, only candidates it accepts are offered (e.g. the strategies a program was
   /// compiled with).
   std::function<bool(const strategy_descriptor&)> offer;

@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 #include <optional>
 #include <cstddef>
 #include <memory>
@@ -161,7 +162,19 @@ class communicator {
     check(MPI_Bcast(data.data(), count(data.size()), datatype<T>(), root, comm_), "MPI_Bcast", rank_);
   }
 
-  void barrier() { check(MPI_Barrier(comm_), "MPI_Barrier", rank_); }
+  /// Waits for every rank. Not MPI_Barrier: OpenMPI's waits spin without yielding unless the
+  /// host is oversubscribed, and where mpirun binds a rank to one core (it does for up to 2
+  /// ranks) a parameter server's thread behind a spinning barrier waited a whole scheduler
+  /// time slice (~4 ms) to answer. The barrier is tested instead, yielding between tests.
+  void barrier() {
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Ibarrier(comm_, &r), "MPI_Ibarrier", rank_);
+    for (int done = 0;;) {
+      check(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test", rank_);
+      if (done) return;
+      std::this_thread::yield();
+    }
+  }
 
   /// Sent as bytes, so any trivially copyable type works.
   template <class T>
@@ -260,13 +273,6 @@ class context {
     if (initialized) {
       MPI_Query_thread(&provided);
     } else {
-      // strata's threads (the communication thread, the parameter servers) share a rank's
-      // cores with MPI's waits, and OpenMPI's waits spin without yielding unless the host is
-      // oversubscribed: where mpirun binds a rank to one core (it does for up to 2 ranks), a
-      // server thread behind a spinning barrier or collective waits a whole scheduler time
-      // slice (~4 ms) to answer. Ask OpenMPI to yield when idle, unless the user chose
-      // (--mca mpi_yield_when_idle 0, or OMPI_MCA_mpi_yield_when_idle in the environment).
-      ::setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
       check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
       owns_mpi_ = true;
       // Failures during set-up come back as codes too, instead of aborting the process.
