@@ -33,7 +33,7 @@ struct calibrate_options {
   int repeats = 9;  ///< timed steps per size (the median counts), after 2 untimed ones
   std::vector<double> allreduce_bytes = {64 << 10, 1 << 20, 16 << 20, 64 << 20};
   std::vector<double> parameter_server_bytes = {64 << 10, 1 << 20, 16 << 20, 64 << 20};
-  std::vector<std::size_t> sparse_rows_touched = {256, 2048, 8192};  ///< per rank, of 2^18-row tables
+  std::vector<std::size_t> sparse_rows_touched = {256, 2048, 8192};  ///< per rank, of tables of at most 2^18 rows
   /// Called with what is being measured (progress on long runs); may be empty.
   std::function<void(const std::string&)> progress;
 };
