@@ -3,7 +3,8 @@
 // needs, push their gradient rows, server-side SGD) and strata's replicated sparse rows (an
 // all-gather of every rank's touched rows) against a dense all-reduce of the whole table's
 // gradient, which is what data parallelism without sparse support (DDP's default)
-// does. Interleaved, medians. ps_wire_fraction is the time the PS step's bytes (its pulled
+// does. Interleaved rounds, each timing --steps steps of a contender back to back (a PS
+// step's pushes complete while the next one starts, as in training), medians. ps_wire_fraction is the time the PS step's bytes (its pulled
 // rows and its pushed gradient rows, with their ids) need at the point-to-point bandwidth
 // measured in the same run (8 MiB between ranks 0 and 1), over the step's time.
 //
@@ -49,12 +50,13 @@ int main(int argc, char** argv) {
   using namespace strata;
   mpi::context ctx(argc, argv);
   bool quick = false;
-  int rounds = 7;
+  int rounds = 7, steps = 10;
   std::size_t rows = 1'000'000, width = 64, draws = 12'000;
   double exponent = 1.1;
   CLI::App app{"Sparse embedding synchronization: strata's parameter server vs a dense all-reduce of the table"};
   app.add_flag("--quick", quick, "a small table and few rounds (smoke test)");
   examples::number(app, "--rounds", rounds, 1, 1000, "interleaved rounds (medians are taken over them)");
+  examples::number(app, "--steps", steps, 1, 1000, "steps back to back in each round's measurement of a contender");
   examples::number(app, "--rows", rows, std::size_t{1}, std::size_t{100'000'000}, "embedding rows");
   examples::number(app, "--width", width, std::size_t{1}, std::size_t{4096}, "embedding width");
   examples::number(app, "--draws", draws, std::size_t{1}, std::size_t{10'000'000},
@@ -69,6 +71,7 @@ int main(int argc, char** argv) {
   }
   if (quick) {
     rounds = 2;
+    steps = 2;
     rows = 20'000;
     draws = 300;
   }
@@ -94,7 +97,7 @@ int main(int argc, char** argv) {
   // The batches are drawn before timing: drawing Zipf ids is the data loader's work.
   const zipf ids(rows, exponent);
   std::mt19937_64 engine(17 + static_cast<std::uint64_t>(ctx.rank()));
-  std::vector<std::vector<std::uint32_t>> batches(static_cast<std::size_t>(rounds + 1), std::vector<std::uint32_t>(draws));
+  std::vector<std::vector<std::uint32_t>> batches(static_cast<std::size_t>(rounds) * static_cast<std::size_t>(steps) + 2, std::vector<std::uint32_t>(draws));
   double touched = 0.0;
   for (auto& batch : batches) {
     for (auto& id : batch) id = ids(engine);
@@ -103,22 +106,24 @@ int main(int argc, char** argv) {
     touched += static_cast<double>(std::unique(unique.begin(), unique.end()) - unique.begin()) / static_cast<double>(batches.size());
   }
   std::vector<float> gradient_rows(draws * width, 0.001f);
-  std::size_t next = 0;
+  // A PS step pushes the batch's gradient rows, then fetches the rows of the next batch: as
+  // fresh as BSP requires, so once every rank's push is applied. A measured step thus ends
+  // with nothing of it in flight (step() returns once the pushes are posted).
+  std::size_t next_ps = 0, next_gathered = 0;
   auto sparse_step = [&] {
-    const std::vector<std::uint32_t>& batch = batches[next++ % batches.size()];
-    ps.pull(variable_id{0}, batch);
-    ps.sparse_gradient(variable_id{0}, batch, gradient_rows);
+    ps.sparse_gradient(variable_id{0}, batches[next_ps++ % batches.size()], gradient_rows);
     ps.step();
+    ps.pull(variable_id{0}, batches[next_ps % batches.size()]);
   };
   auto gathered_step = [&] {
-    gathered.sparse_gradient(variable_id{0}, batches[next++ % batches.size()], gradient_rows);
+    gathered.sparse_gradient(variable_id{0}, batches[next_gathered++ % batches.size()], gradient_rows);
     gathered.step();
   };
   auto dense_step = [&] { dense.step(); };
 
   std::vector<bench::contender> contenders = {
       {"strata sparse PS", sparse_step}, {"sparse all-gather", gathered_step}, {"dense all-reduce", dense_step}};
-  bench::interleave(contenders, rounds, 1, [&] { ctx.control().barrier(); });
+  bench::interleave(contenders, rounds, steps, [&] { ctx.control().barrier(); });
   const double ps_ms = 1e3 * bench::median(contenders[0].seconds), gathered_ms = 1e3 * bench::median(contenders[1].seconds),
                dense_ms = 1e3 * bench::median(contenders[2].seconds);
   const double link_bytes_per_s = ctx.size() > 1 ? plan::measure_link(ctx.control(), 0, 1, 5).bytes_per_s : INFINITY;
@@ -126,9 +131,9 @@ int main(int argc, char** argv) {
   const double wire_ms = 1e3 * ps_bytes / link_bytes_per_s;
   if (ctx.rank() == 0) {
     fmt::print("embedding {} x {} fp32 ({:.0f} MiB); {} ranks; {} Zipf({}) ids per rank and step touch {:.0f} rows ({:.2f}%); "
-               "medians of {} rounds\n",
+               "medians of {} rounds of {} steps\n",
                rows, width, static_cast<double>(rows * width * 4) / (1 << 20), ctx.size(), draws, exponent, touched,
-               100.0 * touched / static_cast<double>(rows), rounds);
+               100.0 * touched / static_cast<double>(rows), rounds, steps);
     for (const auto& c : contenders) fmt::print("  {:<20} {:9.2f} ms\n", c.name, 1e3 * bench::median(c.seconds));
     fmt::print("point to point {:.2f} GB/s: the PS step's {:.2f} MB need {:.3f} ms on the wire\n", link_bytes_per_s / 1e9,
                ps_bytes / 1e6, wire_ms);

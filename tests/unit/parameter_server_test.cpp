@@ -2,6 +2,7 @@
 // server-side optimizers, sparse rows, BSP against all-reduce, the SSP bound and its
 // checker, and the errors of bad requests and silent servers.
 #include <atomic>
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -47,12 +48,41 @@ TEST_CASE("PS variables' optimizer state is sharded over the servers, replicated
 }
 
 TEST_CASE("repeated rows are combined in input order", "[ps][sparse]") {
-  std::vector<std::uint32_t> rows;
-  std::vector<float> sums;
-  sync::combine_rows(std::vector<std::uint32_t>{5, 1, 5, 5}, std::vector<float>{1, 2, 10, 20, 100, 200, 1000, 2000}, 2, rows,
-                     sums);
-  CHECK(rows == std::vector<std::uint32_t>{1, 5});
-  CHECK(sums == std::vector<float>{10, 20, 1101, 2202});
+  sync::row_sums sums(2);
+  sums.add(std::vector<std::uint32_t>{5, 1, 5, 5}, std::vector<float>{1, 2, 10, 20, 100, 200, 1000, 2000});
+  CHECK(std::ranges::equal(sums.rows(), std::vector<std::uint32_t>{5, 1}));  // in order of first appearance
+  CHECK(std::ranges::equal(sums.sums(), std::vector<float>{1101, 2202, 10, 20}));
+  CHECK(sums.slots_by_row() == std::vector<std::uint32_t>{1, 0});
+  sums.add(std::vector<std::uint32_t>{1}, std::vector<float>{0.5f, 0.25f});  // a second micro-batch adds
+  CHECK(std::ranges::equal(sums.sum(1), std::vector<float>{10.5f, 20.25f}));
+  sums.clear();
+  CHECK(sums.empty());
+}
+
+TEST_CASE("combined rows are summed in input order, bit for bit, through every growth of the index", "[ps][sparse]") {
+  std::mt19937 random(11);
+  sync::row_sums sums(3);
+  for (const std::size_t entries : {1u, 40u, 5000u, 300u}) {  // grows, then reused after clear()
+    std::uniform_int_distribution<std::uint32_t> row(0, static_cast<std::uint32_t>(entries));
+    std::normal_distribution<float> value(0.0f, 1.0f);
+    std::vector<std::uint32_t> rows(entries);
+    std::vector<float> values(3 * entries);
+    for (auto& r : rows) r = row(random) == 0 ? 0xffff'ffffu : row(random);  // the largest row too
+    for (auto& v : values) v = value(random);
+    std::map<std::uint32_t, std::vector<float>> expected;  // a row's sum, from 0.0f in input order
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      auto& sum = expected.try_emplace(rows[i], 3, 0.0f).first->second;
+      for (std::size_t j = 0; j < 3; ++j) sum[j] += values[3 * i + j];
+    }
+    sums.clear();
+    sums.add(rows, values);
+    REQUIRE(sums.size() == expected.size());
+    for (std::size_t slot = 0; slot < sums.size(); ++slot)
+      CHECK(std::ranges::equal(sums.sum(slot), expected.at(sums.rows()[slot])));
+    std::vector<std::uint32_t> by_row;
+    for (const std::uint32_t slot : sums.slots_by_row()) by_row.push_back(sums.rows()[slot]);
+    CHECK(std::ranges::is_sorted(by_row));
+  }
 }
 
 TEST_CASE("rows are ordered stably by the radix sort, for tables of every size", "[ps][sparse]") {

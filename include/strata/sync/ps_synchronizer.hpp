@@ -3,8 +3,8 @@
 // gradient to the servers hosting its shards (dense variables as soon as grad_ready marks
 // them, overlapping backward) and, for dense variables, pulls the new values before step()
 // returns, as the variable's consistency allows. Sparse (SparseRows) variables push only the
-// rows the batch touched, given with executor::sparse_gradient, and pull only the rows the
-// next batch needs, with executor::pull. The optimizer runs on the servers (ps/server.hpp):
+// rows the batch touched, given with executor::sparse_gradient (step() returns once they are
+// posted), and pull only the rows the next batch needs, with executor::pull. The optimizer runs on the servers (ps/server.hpp):
 // its state lives only on the shard's host.
 #include <algorithm>
 #include <chrono>
@@ -48,10 +48,7 @@ class ps_synchronizer {
       resources.collectives.broadcast(variables_.back().param, 0);
     }
     handled_.assign(variables_.size(), false);
-    staged_rows_.resize(variables_.size());
-    staged_values_.resize(variables_.size());
-    pending_rows_.resize(variables_.size());
-    pending_values_.resize(variables_.size());
+    for (const variable_binding& v : variables_) gradients_.emplace_back(row_width(v));
     accumulated_.resize(variables_.size());
   }
 
@@ -75,7 +72,10 @@ class ps_synchronizer {
     handled_.assign(variables_.size(), false);
     sync_stats stats;
     if (!m.last) return stats;
-    complete(deadline);
+    // Dense variables wait for their new values. Sparse pushes are left to complete in the
+    // background (client::begin_pushes): the next pull asks for rows after them, and the
+    // server, handling a worker's messages in order, applies them first.
+    if constexpr (!sparse) complete(deadline);
     completed_ = m.update;
     stats.wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return stats;
@@ -90,8 +90,7 @@ class ps_synchronizer {
     requires sparse
   {
     check_sparse_gradient(variables_[k], rows, values);
-    pending_rows_[k].insert(pending_rows_[k].end(), rows.begin(), rows.end());
-    pending_values_[k].insert(pending_values_[k].end(), values.begin(), values.end());
+    gradients_[k].add(rows, values);
   }
 
   /// Fetches rows of sparse variable `k` into its bound table, as fresh as the consistency
@@ -101,7 +100,7 @@ class ps_synchronizer {
     requires sparse
   {
     check_rows(variables_[k], rows, "pull");
-    const std::vector<std::uint32_t> unique_rows = unique_sorted_rows(rows);
+    const std::vector<std::uint32_t> unique_rows = unique_sorted_rows(rows, pulled_rows_);
     service_->worker().pull_sparse(plan_index_[k], unique_rows, variables_[k].param, static_cast<std::uint64_t>(update - 1));
     complete(deadline);
   }
@@ -170,12 +169,10 @@ class ps_synchronizer {
     const float share = 1.0f / static_cast<float>(m.micro_batches);
     if constexpr (sparse) {
       if (!m.last) return;  // rows accumulate in sparse_gradient
-      combine_rows(pending_rows_[k], pending_values_[k], row_width(variables_[k]), staged_rows_[k], staged_values_[k]);
       if (m.micro_batches > 1)
-        for (float& x : staged_values_[k]) x *= share;
-      service_->worker().push_sparse(plan_index_[k], staged_rows_[k], staged_values_[k], clock, *optimizer_);
-      pending_rows_[k].clear();
-      pending_values_[k].clear();
+        for (float& x : gradients_[k].sums()) x *= share;
+      service_->worker().push_sparse(plan_index_[k], gradients_[k], clock, *optimizer_);
+      gradients_[k].clear();
     } else if (m.micro_batches == 1) {
       service_->worker().push_dense(plan_index_[k], variables_[k].grad, clock, *optimizer_);
     } else {
@@ -212,8 +209,8 @@ class ps_synchronizer {
   std::vector<variable_binding> variables_;
   std::vector<std::size_t> plan_index_;
   std::vector<bool> handled_;  // this micro-batch's gradient was taken
-  std::vector<std::vector<std::uint32_t>> pending_rows_, staged_rows_;  // as given; combined for the push
-  std::vector<std::vector<float>> pending_values_, staged_values_;
+  std::vector<row_sums> gradients_;  // sparse: this update's rows, combined as they are given
+  row_index pulled_rows_;            // sparse: the scratch of a pull's unique rows
   std::vector<std::vector<float>> accumulated_;  // dense: the micro-batches' sum so far
 };
 

@@ -54,7 +54,7 @@ class sparse_allgather_synchronizer {
       states_.push_back(make_state_for(resources.optimizer, variables_.back().elements(), optim::gradient_form::sparse_rows));
       comm_->broadcast(variables_.back().param, 0);
     }
-    tables_.resize(variables_.size());
+    for (const variable_binding& v : variables_) tables_.emplace_back(row_width(v));
   }
 
   void gradient_ready(std::size_t, micro_step) {}  // the rows come with sparse_gradient
@@ -79,7 +79,7 @@ class sparse_allgather_synchronizer {
     stats.comm_seconds = exchange_seconds_;
     for (std::size_t k = 0; k < tables_.size(); ++k) {
       stats.bytes_sent += tables_[k].bytes_sent;
-      if (!nonfinite && !std::ranges::all_of(tables_[k].sums, [](float x) { return std::isfinite(x); }))
+      if (!nonfinite && !std::ranges::all_of(tables_[k].combined.sums(), [](float x) { return std::isfinite(x); }))
         nonfinite = variables_[k].name;
     }
     return stats;
@@ -88,12 +88,11 @@ class sparse_allgather_synchronizer {
   /// Applies the optimizer to the rows some rank touched, with their averaged gradient.
   void update(const O& optimizer, std::int64_t update) {
     for (std::size_t k = 0; k < variables_.size(); ++k) {
-      table& t = tables_[k];
-      const std::size_t width = row_width(variables_[k]);
-      for (std::size_t i = 0; i < t.rows.size(); ++i) {
-        const std::size_t offset = static_cast<std::size_t>(t.rows[i]) * width;
-        optimizer.update(variables_[k].param.subspan(offset, width), std::span<const float>(t.sums).subspan(i * width, width),
-                         states_[k], update, offset);
+      const row_sums& combined = tables_[k].combined;
+      const std::size_t width = combined.width();
+      for (std::size_t i = 0; i < combined.size(); ++i) {
+        const std::size_t offset = static_cast<std::size_t>(combined.rows()[i]) * width;
+        optimizer.update(variables_[k].param.subspan(offset, width), combined.sum(i), states_[k], update, offset);
       }
     }
   }
@@ -101,9 +100,7 @@ class sparse_allgather_synchronizer {
   /// This micro-batch's gradient rows of variable `k` (rows may repeat: their values add).
   void sparse_gradient(std::size_t k, std::span<const std::uint32_t> rows, std::span<const float> values) {
     check_sparse_gradient(variables_[k], rows, values);
-    table& t = tables_[k];
-    t.pending_rows.insert(t.pending_rows.end(), rows.begin(), rows.end());
-    t.pending_values.insert(t.pending_values.end(), values.begin(), values.end());
+    tables_[k].mine.add(rows, values);
   }
 
   /// Every rank holds the whole table, always current after step(): nothing to fetch.
@@ -118,14 +115,11 @@ class sparse_allgather_synchronizer {
 
  private:
   struct table {
-    std::vector<std::uint32_t> pending_rows;  // this update's, as given (micro-batches appended)
-    std::vector<float> pending_values;
-    std::vector<std::uint32_t> rows;  // after the exchange: every rank's rows, unique and sorted
-    std::vector<float> sums;          // their averaged gradient
+    explicit table(std::size_t width) : mine(width), combined(width) {}
+    row_sums mine;      // this update's rows, combined as they are given (micro-batches add)
+    row_sums combined;  // after the exchange: every rank's rows, once each, and their averaged gradient
     std::uint64_t bytes_sent = 0;
     // Buffers of the exchange, kept from update to update: it runs every update.
-    std::vector<std::uint32_t> mine, all_rows;
-    std::vector<float> mine_sums, all_values;
     std::vector<std::uint64_t> counts;
     std::vector<std::byte> send, gathered;
   };
@@ -133,48 +127,35 @@ class sparse_allgather_synchronizer {
   // On the communication thread.
   void exchange(std::size_t k, micro_step m) {
     table& t = tables_[k];
-    const std::size_t width = row_width(variables_[k]);
+    const std::size_t width = t.mine.width();
     const auto ranks = static_cast<std::size_t>(comm_->size());
-    std::vector<std::uint32_t>& mine = t.mine;
-    std::vector<float>& mine_sums = t.mine_sums;
-    combine_rows(t.pending_rows, t.pending_values, width, mine, mine_sums);
-    t.pending_rows.clear();
-    t.pending_values.clear();
-
     std::vector<std::uint64_t>& counts = t.counts;
     counts.resize(ranks);
-    const std::uint64_t count = mine.size();
+    const std::uint64_t count = t.mine.size();
     comm_->allgather(std::as_bytes(std::span(&count, 1)), std::as_writable_bytes(std::span(counts)));
     const std::size_t most = *std::ranges::max_element(counts);
     // One block per rank: `most` rows, then `most` rows of values; unused slots stay zero.
     const std::size_t block = most * (sizeof(std::uint32_t) + width * sizeof(float));
     t.send.assign(block, std::byte{0});
-    if (!mine.empty()) {  // (memcpy of nothing from an empty vector's null data is undefined)
-      std::memcpy(t.send.data(), mine.data(), mine.size() * sizeof(std::uint32_t));
-      std::memcpy(t.send.data() + most * sizeof(std::uint32_t), mine_sums.data(), mine_sums.size() * sizeof(float));
+    if (!t.mine.empty()) {  // (memcpy of nothing from an empty vector's null data is undefined)
+      std::memcpy(t.send.data(), t.mine.rows().data(), t.mine.rows().size_bytes());
+      std::memcpy(t.send.data() + most * sizeof(std::uint32_t), t.mine.sums().data(), t.mine.sums().size_bytes());
     }
+    t.mine.clear();
     t.gathered.resize(block * ranks);
     if (block > 0) comm_->allgather(std::span<const std::byte>(t.send), std::span<std::byte>(t.gathered));
     t.bytes_sent = (ranks - 1) * (block + sizeof(count));
 
-    // Every rank's rows in rank order, then combined: the same order, so the same sums, everywhere.
-    std::vector<std::uint32_t>& all_rows = t.all_rows;
-    std::vector<float>& all_values = t.all_values;
-    all_rows.clear();
-    all_values.clear();
+    // Every rank's rows combined in rank order: the same order, so the same sums, everywhere.
+    t.combined.clear();
     for (std::size_t r = 0; r < ranks; ++r) {
       const std::byte* from = t.gathered.data() + r * block;
       const std::size_t n = counts[r];
-      if (n == 0) continue;
-      const std::size_t rows_at = all_rows.size(), values_at = all_values.size();
-      all_rows.resize(rows_at + n);
-      all_values.resize(values_at + n * width);
-      std::memcpy(all_rows.data() + rows_at, from, n * sizeof(std::uint32_t));
-      std::memcpy(all_values.data() + values_at, from + most * sizeof(std::uint32_t), n * width * sizeof(float));
+      t.combined.add(std::span(reinterpret_cast<const std::uint32_t*>(from), n),
+                     std::span(reinterpret_cast<const float*>(from + most * sizeof(std::uint32_t)), n * width));
     }
-    combine_rows(all_rows, all_values, width, t.rows, t.sums);
     const float scale = 1.0f / static_cast<float>(ranks * static_cast<std::size_t>(m.micro_batches));
-    for (float& x : t.sums) x *= scale;
+    for (float& x : t.combined.sums()) x *= scale;
   }
 
   std::string names() const {

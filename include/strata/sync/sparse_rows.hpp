@@ -2,6 +2,7 @@
 // What every synchronizer of SparseRows variables shares: the checks of the rows and values
 // a user hands in, and combining repeated rows.
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -62,33 +63,111 @@ inline std::vector<std::uint32_t> positions_by_row(std::span<const std::uint32_t
   return positions;
 }
 
+/// Rows numbered in order of first appearance: an open-addressing hash index (row -> slot)
+/// with linear probing. Combining repeated rows through it costs one lookup per entry, where
+/// sorting every entry first (positions_by_row) read each entry's values a second time;
+/// only the unique rows are sorted, when an order by row is needed. Kept from step to step,
+/// so its table is allocated once.
+class row_index {
+ public:
+  /// The slot of `row`: the next unused one the first time the row is seen.
+  std::uint32_t slot(std::uint32_t row) {
+    if (2 * (rows_.size() + 1) > entries_.size()) grow();
+    for (std::size_t at = home(row);; at = (at + 1) & (entries_.size() - 1)) {
+      const std::uint64_t entry = entries_[at];
+      if (entry == 0) {
+        rows_.push_back(row);
+        entries_[at] = std::uint64_t{row} << 32 | rows_.size();  // slot + 1: 0 marks an empty entry
+        return static_cast<std::uint32_t>(rows_.size() - 1);
+      }
+      if (entry >> 32 == row) return static_cast<std::uint32_t>(entry) - 1;
+    }
+  }
+
+  /// The rows seen, by slot.
+  std::span<const std::uint32_t> rows() const { return rows_; }
+  std::size_t size() const { return rows_.size(); }
+
+  /// The slots in order of their rows.
+  std::vector<std::uint32_t> slots_by_row() const { return positions_by_row(rows_); }
+
+  /// The rows seen, sorted.
+  std::vector<std::uint32_t> sorted_rows() const {
+    std::vector<std::uint32_t> sorted;
+    sorted.reserve(rows_.size());
+    for (const std::uint32_t slot : slots_by_row()) sorted.push_back(rows_[slot]);
+    return sorted;
+  }
+
+  void clear() {
+    std::ranges::fill(entries_, 0);
+    rows_.clear();
+  }
+
+ private:
+  std::size_t home(std::uint32_t row) const {  // Fibonacci hashing: the product's top bits
+    return static_cast<std::size_t>((row * 0x9E3779B97F4A7C15ull) >> (64 - std::countr_zero(entries_.size())));
+  }
+
+  void grow() {
+    entries_.assign(std::max<std::size_t>(64, 2 * entries_.size()), 0);
+    for (std::size_t slot = 0; slot < rows_.size(); ++slot) {
+      std::size_t at = home(rows_[slot]);
+      while (entries_[at] != 0) at = (at + 1) & (entries_.size() - 1);
+      entries_[at] = std::uint64_t{rows_[slot]} << 32 | (slot + 1);
+    }
+  }
+
+  std::vector<std::uint64_t> entries_;  // row << 32 | (slot + 1); a power of two of them, at most half in use
+  std::vector<std::uint32_t> rows_;
+};
+
 /// `rows` once each, sorted.
+inline std::vector<std::uint32_t> unique_sorted_rows(std::span<const std::uint32_t> rows, row_index& scratch) {
+  scratch.clear();
+  for (const std::uint32_t row : rows) scratch.slot(row);
+  return scratch.sorted_rows();
+}
 inline std::vector<std::uint32_t> unique_sorted_rows(std::span<const std::uint32_t> rows) {
-  std::vector<std::uint32_t> unique;
-  unique.reserve(rows.size());
-  for (const std::uint32_t i : positions_by_row(rows))
-    if (unique.empty() || unique.back() != rows[i]) unique.push_back(rows[i]);
-  return unique;
+  row_index scratch;
+  return unique_sorted_rows(rows, scratch);
 }
 
-/// Rows (any order, repeated) and their values, as unique sorted rows with the values of
-/// repeated rows added in input order. positions_by_row orders both at once, so each value
-/// row is read once, where a sort of the rows, a binary search per entry and a sort of
-/// positions took three passes.
-inline void combine_rows(std::span<const std::uint32_t> rows, std::span<const float> values, std::size_t width,
-                         std::vector<std::uint32_t>& unique_rows, std::vector<float>& sums) {
-  unique_rows.clear();
-  sums.clear();
-  sums.reserve(rows.size() * width);
-  for (const std::uint32_t i : positions_by_row(rows)) {
-    if (unique_rows.empty() || unique_rows.back() != rows[i]) {
-      unique_rows.push_back(rows[i]);
-      sums.resize(sums.size() + width, 0.0f);
+/// Gradient rows summed by row as they are given: each row once, by slot (order of first
+/// appearance), the values of repeated rows added in input order from 0.0f, so every rank
+/// combining the same entries gets the same sums, bit for bit. Micro-batches add into the
+/// same sums; clear() starts the next update.
+class row_sums {
+ public:
+  explicit row_sums(std::size_t width = 1) : width_(width) {}
+
+  void add(std::span<const std::uint32_t> rows, std::span<const float> values) {
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const std::size_t at = std::size_t{index_.slot(rows[i])} * width_;
+      if (at == sums_.size()) sums_.resize(at + width_, 0.0f);
+      float* sum = sums_.data() + at;
+      const float* value = values.data() + i * width_;
+      for (std::size_t j = 0; j < width_; ++j) sum[j] += value[j];
     }
-    const float* value = values.data() + std::size_t{i} * width;
-    float* sum = sums.data() + sums.size() - width;
-    for (std::size_t j = 0; j < width; ++j) sum[j] += value[j];  // from 0.0f, as the first add always was
   }
-}
+
+  std::size_t width() const { return width_; }
+  std::size_t size() const { return index_.size(); }
+  bool empty() const { return index_.size() == 0; }
+  std::span<const std::uint32_t> rows() const { return index_.rows(); }
+  std::span<float> sums() { return sums_; }
+  std::span<const float> sum(std::size_t slot) const { return std::span<const float>(sums_).subspan(slot * width_, width_); }
+  std::vector<std::uint32_t> slots_by_row() const { return index_.slots_by_row(); }
+
+  void clear() {
+    index_.clear();
+    sums_.clear();
+  }
+
+ private:
+  std::size_t width_;
+  row_index index_;
+  std::vector<float> sums_;  // size() rows of width_
+};
 
 }  // namespace strata::sync

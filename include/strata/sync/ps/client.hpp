@@ -24,6 +24,7 @@
 #include "strata/error.hpp"
 #include "strata/sync/ps/plan.hpp"
 #include "strata/sync/ps/protocol.hpp"
+#include "strata/sync/sparse_rows.hpp"
 #include "strata/trace/timeline.hpp"
 
 namespace strata::sync::ps {
@@ -69,6 +70,7 @@ class client {
 
   /// Sends variable `v`'s dense gradient, shard by shard, with the optimizer to apply it.
   void push_dense(std::size_t v, std::span<const float> grad, std::uint64_t clock, const O& optimizer) {
+    begin_pushes(clock);
     const variable_plan& var = plan_->variables[v];
     for (std::size_t k = 0; k < var.shards.size(); ++k) {
       std::vector<std::byte>& payload = payload_buffer(optimizer, var.shards[k].elements * sizeof(float));
@@ -81,21 +83,29 @@ class client {
     }
   }
 
-  /// Sends the gradient rows of a sparse variable (`rows` unique and sorted, `values` their
-  /// rows), each shard its own rows; every shard hears from the worker, with no rows if
-  /// none of its rows were touched, so that its clocks advance.
-  void push_sparse(std::size_t v, std::span<const std::uint32_t> rows, std::span<const float> values, std::uint64_t clock,
-                   const O& optimizer) {
+  /// Sends the gradient rows of a sparse variable, each shard its own rows, sorted, written
+  /// straight from the sums into the messages; every shard hears from the worker, with no
+  /// rows if none of its rows were touched, so that its clocks advance.
+  void push_sparse(std::size_t v, const row_sums& gradient, std::uint64_t clock, const O& optimizer) {
+    begin_pushes(clock);
     const variable_plan& var = plan_->variables[v];
+    const std::vector<std::uint32_t> slots = gradient.slots_by_row();
+    const std::span<const std::uint32_t> rows = gradient.rows();
+    const std::size_t row_bytes = var.row_elements * sizeof(float);
     std::size_t begin = 0;
     for (std::size_t k = 0; k < var.shards.size(); ++k) {
       std::size_t end = begin;
-      while (end < rows.size() && var.shard_of_row(rows[end]) == k) ++end;
+      while (end < slots.size() && var.shard_of_row(rows[slots[end]]) == k) ++end;
       const std::size_t n = end - begin;
-      std::vector<std::byte>& payload = payload_buffer(optimizer, n * (sizeof(std::uint32_t) + var.row_elements * sizeof(float)));
-      std::memcpy(payload.data() + sizeof(O), rows.data() + begin, n * sizeof(std::uint32_t));
-      std::memcpy(payload.data() + sizeof(O) + n * sizeof(std::uint32_t), values.data() + begin * var.row_elements,
-                  n * var.row_elements * sizeof(float));
+      std::vector<std::byte>& payload = payload_buffer(optimizer, n * (sizeof(std::uint32_t) + row_bytes));
+      std::byte* row_out = payload.data() + sizeof(O);
+      std::byte* value_out = row_out + n * sizeof(std::uint32_t);
+      for (std::size_t i = begin; i < end; ++i) {
+        std::memcpy(row_out, &rows[slots[i]], sizeof(std::uint32_t));
+        std::memcpy(value_out, gradient.sum(slots[i]).data(), row_bytes);
+        row_out += sizeof(std::uint32_t);
+        value_out += row_bytes;
+      }
       send(var.shards[k].host,
            {.kind = op::push_sparse, .variable = u32(v), .shard = u32(k), .rows = u32(n), .clock = clock}, payload);
       begin = end;
@@ -207,6 +217,17 @@ class client {
     }
   }
 
+  /// Pushes need not be waited for (a sparse update returns once they are posted): before
+  /// the first push of update `clock`, the sends of earlier updates complete, so that at
+  /// most one update's pushes are in flight and their buffers can be reused. A server
+  /// handles one worker's messages in order, so a later pull still sees the pushes.
+  void begin_pushes(std::uint64_t clock) {
+    if (clock == pushing_clock_) return;
+    pushing_clock_ = clock;
+    outbox_.wait_all(*comm_);
+    payloads_in_use_ = 0;
+  }
+
   std::vector<std::byte>& payload_buffer(const O& optimizer, std::size_t bytes) {
     // Buffers are reused from update to update: allocating megabytes each time costs more
     // in page faults than sending them.
@@ -297,6 +318,7 @@ class client {
   outbox<C> outbox_;
   std::deque<std::vector<std::byte>> payloads_;  // push payloads until their sends complete
   std::size_t payloads_in_use_ = 0;
+  std::uint64_t pushing_clock_ = ~std::uint64_t{0};  // the update whose pushes were posted last
   std::vector<std::byte> reply_;
   std::map<std::pair<std::uint32_t, std::uint32_t>, destination> expected_;
   bool recording_ = false;

@@ -38,6 +38,7 @@
 #include "strata/optim/optimizer.hpp"
 #include "strata/sync/ps/plan.hpp"
 #include "strata/sync/ps/protocol.hpp"
+#include "strata/sync/sparse_rows.hpp"
 #include "strata/trace/timeline.hpp"
 #include "strata/sync/stats.hpp"
 
@@ -65,6 +66,7 @@ class server {
         state.optimizer_state = make_state_for(
             optimizer, s.elements, p.variables[v].sparse() ? optim::gradient_form::sparse_rows : optim::gradient_form::dense);
         state.applied.assign(static_cast<std::size_t>(comm.size()), 0);
+        state.spare = gathering(p.variables[v].row_elements);
         held_.server_values += state.values.size() * sizeof(float);
         held_.optimizer_state += state_bytes<O>(state.optimizer_state);
       }
@@ -103,12 +105,10 @@ class server {
   };
   /// The pushes of one clock under BSP, until every worker's has arrived.
   struct gathering {
+    explicit gathering(std::size_t row_width = 1) : rows(row_width) {}
     int arrivals = 0;
-    std::vector<float> dense;                             // sum of dense pushes
-    std::vector<std::uint32_t> rows;  // sparse: the rows pushed so far, sorted, each once
-    std::vector<float> sums;          // and their sums
-    std::vector<std::uint32_t> merged_rows;  // scratch of the next merge
-    std::vector<float> merged_sums;
+    std::vector<float> dense;  // sum of dense pushes
+    row_sums rows;             // sparse: each row pushed so far, once, with its sum
     std::optional<O> optimizer;
   };
   struct shard_state {
@@ -119,7 +119,7 @@ class server {
     std::vector<std::uint64_t> applied;  // per worker
     std::int64_t updates = 0;            // optimizer applications
     std::map<std::uint64_t, gathering> clocks;
-    gathering spare;  // a finished clock's buffers, kept for the next
+    gathering spare;  // a finished clock's buffers, kept for the next (made with the row width)
     std::vector<pending_pull> parked;
   };
 
@@ -205,7 +205,7 @@ class server {
   }
 
   /// The rows a sparse request names, checked against the shard: within it, sorted, each
-  /// once (what clients send; the BSP gathering merges sorted rows).
+  /// once (what clients send; sorted, a repeat is caught by comparing neighbours).
   static std::span<const std::uint32_t> rows_in(const shard_state& shard, const request_header& header,
                                                 std::span<const std::byte> bytes) {
     if (bytes.size() < header.rows * sizeof(std::uint32_t)) throw usage_error("the payload is shorter than its rows");
@@ -219,29 +219,6 @@ class server {
                                       shard.variable->binding.name, rows[i], rows[i - 1]));
     }
     return rows;
-  }
-
-  /// Adds the sorted rows `rows` with gradient rows `grad` into `g`'s sorted rows and sums: a
-  /// merge, linear in both. A row's sum adds the pushes in arrival order, from 0.0f.
-  static void merge_rows(gathering& g, std::span<const std::uint32_t> rows, std::span<const float> grad, std::size_t width) {
-    g.merged_rows.clear();
-    g.merged_sums.clear();
-    g.merged_rows.reserve(g.rows.size() + rows.size());
-    g.merged_sums.reserve((g.rows.size() + rows.size()) * width);
-    std::size_t a = 0, b = 0;
-    while (a < g.rows.size() || b < rows.size()) {
-      const bool from_sum = b == rows.size() || (a < g.rows.size() && g.rows[a] <= rows[b]);
-      const bool from_push = a == g.rows.size() || (b < rows.size() && rows[b] <= g.rows[a]);
-      g.merged_rows.push_back(from_sum ? g.rows[a] : rows[b]);
-      const std::size_t at = g.merged_sums.size();
-      if (from_sum) g.merged_sums.insert(g.merged_sums.end(), g.sums.begin() + a * width, g.sums.begin() + (a + 1) * width);
-      else g.merged_sums.resize(at + width, 0.0f);
-      if (from_push) add(std::span<float>(g.merged_sums).subspan(at, width), grad.subspan(b * width, width), 1.0f);
-      a += from_sum;
-      b += from_push;
-    }
-    std::swap(g.rows, g.merged_rows);
-    std::swap(g.sums, g.merged_sums);
   }
 
   void push(shard_state& shard, int worker, const request_header& header, std::span<const std::byte> payload) {
@@ -267,11 +244,11 @@ class server {
     const float share = 1.0f / static_cast<float>(comm_->size());
 
     if (shard.variable->strategy.consistency == consistency_kind::bsp) {
-      auto [slot, fresh] = shard.clocks.try_emplace(header.clock);
+      auto [slot, fresh] = shard.clocks.try_emplace(header.clock, shard.variable->row_elements);
       gathering& g = slot->second;
       if (fresh) std::swap(g, shard.spare);  // the buffers of an earlier clock, emptied
       if (sparse) {
-        merge_rows(g, rows, grad, shard.variable->row_elements);
+        g.rows.add(rows, grad);  // a row's sum adds the pushes in arrival order, from 0.0f
       } else {
         g.dense.resize(expected, 0.0f);
         add(g.dense, grad, 1.0f);
@@ -281,8 +258,8 @@ class server {
       // Every worker's push of this clock is in: apply their mean once.
       ++shard.updates;
       if (sparse) {
-        for (float& x : g.sums) x *= share;
-        apply_rows(shard, *g.optimizer, g.rows, g.sums);
+        for (float& x : g.rows.sums()) x *= share;
+        apply_rows(shard, *g.optimizer, g.rows.rows(), g.rows.sums());
       } else {
         for (float& x : g.dense) x *= share;
         g.optimizer->update(shard.values, g.dense, shard.optimizer_state, shard.updates);
@@ -291,7 +268,6 @@ class server {
       g.arrivals = 0;
       g.dense.clear();
       g.rows.clear();
-      g.sums.clear();
       shard.spare = std::move(g);
       shard.clocks.erase(header.clock);
     } else {
