@@ -90,9 +90,9 @@ class sparse_allgather_synchronizer {
     for (std::size_t k = 0; k < variables_.size(); ++k) {
       const row_sums& combined = tables_[k].combined;
       const std::size_t width = combined.width();
-      for (std::size_t i = 0; i < combined.size(); ++i) {
-        const std::size_t offset = static_cast<std::size_t>(combined.rows()[i]) * width;
-        optimizer.update(variables_[k].param.subspan(offset, width), combined.sum(i), states_[k], update, offset);
+      for (const std::uint32_t slot : combined.slots_by_row()) {  // in row order: the table is walked forwards
+        const std::size_t offset = static_cast<std::size_t>(combined.rows()[slot]) * width;
+        optimizer.update(variables_[k].param.subspan(offset, width), combined.sum(slot), states_[k], update, offset);
       }
     }
   }

@@ -259,7 +259,8 @@ class server {
       ++shard.updates;
       if (sparse) {
         for (float& x : g.rows.sums()) x *= share;
-        apply_rows(shard, *g.optimizer, g.rows.rows(), g.rows.sums());
+        for (const std::uint32_t slot : g.rows.slots_by_row())  // in row order: the shard is walked forwards
+          apply_row(shard, *g.optimizer, g.rows.rows()[slot], g.rows.sum(slot), shard.updates);
       } else {
         for (float& x : g.dense) x *= share;
         g.optimizer->update(shard.values, g.dense, shard.optimizer_state, shard.updates);
@@ -276,7 +277,10 @@ class server {
       scaled.assign(grad.begin(), grad.end());
       for (float& x : scaled) x *= share;
       const std::int64_t step = 1 + (shard.updates - 1) / comm_->size();  // Adam's step: updates per worker
-      if (sparse) apply_rows(shard, optimizer, rows, scaled, step);
+      const std::size_t width = shard.variable->row_elements;
+      if (sparse)
+        for (std::size_t i = 0; i < rows.size(); ++i)  // sorted by the client
+          apply_row(shard, optimizer, rows[i], std::span<const float>(scaled).subspan(i * width, width), step);
       else optimizer.update(shard.values, scaled, shard.optimizer_state, step);
       ++shard.applied[static_cast<std::size_t>(worker)];
     }
@@ -287,14 +291,11 @@ class server {
     for (std::size_t i = 0; i < into.size(); ++i) into[i] += scale * values[i];
   }
 
-  void apply_rows(shard_state& shard, const O& optimizer, std::span<const std::uint32_t> rows, std::span<const float> grads,
-                  std::int64_t step = 0) {
-    const std::size_t width = shard.variable->row_elements;
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const std::size_t offset = (rows[i] - shard.plan->first_row) * width;
-      optimizer.update(std::span<float>(shard.values).subspan(offset, width), grads.subspan(i * width, width),
-                       shard.optimizer_state, step > 0 ? step : shard.updates, offset);
-    }
+  /// Applies the optimizer to one row of the shard (`row` a row of the whole table).
+  static void apply_row(shard_state& shard, const O& optimizer, std::uint32_t row, std::span<const float> grad,
+                        std::int64_t step) {
+    const std::size_t offset = (row - shard.plan->first_row) * shard.variable->row_elements;
+    optimizer.update(std::span<float>(shard.values).subspan(offset, grad.size()), grad, shard.optimizer_state, step, offset);
   }
 
   bool admissible(const shard_state& shard, const pending_pull& pull) const {
