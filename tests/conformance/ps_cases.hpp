@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <numeric>
 #include <random>
 #include <thread>
 #include <time.h>
@@ -106,6 +107,29 @@ void sparse_rows_combine_duplicates(Context& ctx) {
   for (const auto& [row, value] : expected)
     for (std::size_t c = 0; c < width; ++c)
       expect(table[row * width + c] == value, "rank {}: row {} is {}, expected {}", rank, row, table[row * width + c], value);
+}
+
+/// A sparse step returns once its pushes are posted: many updates of pushes with no pull
+/// between them all arrive and are applied, in order, by the time a pull answers.
+template <class Sparse, CommContext Context>
+void sparse_pushes_without_pulls_all_arrive(Context& ctx) {
+  const int rank = ctx.collectives().rank();
+  constexpr std::size_t rows = 10, width = 3, updates = 50;
+  std::vector<float> table(rows * width, 0.0f);
+  auto m = make_model(variable<Sparse>("emb", table, {}, {rows, width}));
+  auto exec = make_executor(ctx, m, optim::sgd{.lr = 1.0f});
+  const variable_id emb{0};
+  for (std::size_t u = 0; u < updates; ++u) {  // update u: row u % rows, every rank's gradient 1 (rank 0's twice)
+    std::vector<std::uint32_t> touched(rank == 0 ? 2 : 1, static_cast<std::uint32_t>(u % rows));
+    exec.sparse_gradient(emb, touched, std::vector<float>(touched.size() * width, rank == 0 ? 0.5f : 1.0f));
+    exec.step();
+  }
+  std::vector<std::uint32_t> all(rows);
+  std::iota(all.begin(), all.end(), 0u);
+  exec.pull(emb, all);
+  const float expected = -static_cast<float>(updates / rows);  // each row: updates / rows updates of mean gradient 1
+  for (std::size_t i = 0; i < table.size(); ++i)
+    expect(table[i] == expected, "rank {}: element {} is {}, expected {}", rank, i, table[i], expected);
 }
 
 /// optim::dense_and_sparse: Adam for the dense variables and Adagrad for the SparseRows ones,

@@ -127,6 +127,10 @@ TEST_CASE("mpi: sparse rows combine duplicates and average over ranks", "[mpi][p
   CHECK_NOTHROW(conformance::sparse_rows_combine_duplicates<conformance::PSSparse>(*context));
 }
 
+TEST_CASE("mpi: sparse pushes posted without pulls between them all arrive, in order", "[mpi][ps]") {
+  CHECK_NOTHROW(conformance::sparse_pushes_without_pulls_all_arrive<conformance::PSSparse>(*context));
+}
+
 TEST_CASE("mpi: replicated sparse rows are all-gathered, combined and averaged", "[mpi][sparse]") {
   CHECK_NOTHROW(conformance::sparse_rows_combine_duplicates<Strategy<AllReduce<Ring>, SparseRows>>(*context));
 }

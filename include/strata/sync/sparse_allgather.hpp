@@ -90,9 +90,11 @@ class sparse_allgather_synchronizer {
     for (std::size_t k = 0; k < variables_.size(); ++k) {
       const row_sums& combined = tables_[k].combined;
       const std::size_t width = combined.width();
-      for (const std::uint32_t slot : combined.slots_by_row()) {  // in row order: the table is walked forwards
-        const std::size_t offset = static_cast<std::size_t>(combined.rows()[slot]) * width;
-        optimizer.update(variables_[k].param.subspan(offset, width), combined.sum(slot), states_[k], update, offset);
+      const std::vector<std::uint32_t> order = combined.slots_by_row();  // the table is walked forwards
+      const auto offset_of = [&](std::size_t i) { return static_cast<std::size_t>(combined.rows()[order[i]]) * width; };
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        if (i + rows_ahead < order.size()) prefetch_row<true>(variables_[k].param.data() + offset_of(i + rows_ahead), width);
+        optimizer.update(variables_[k].param.subspan(offset_of(i), width), combined.sum(order[i]), states_[k], update, offset_of(i));
       }
     }
   }

@@ -300,8 +300,9 @@ class client {
         values += r.size;
       }
     } else {
-      for (std::uint32_t row : d.rows) {
-        std::memcpy(d.memory.data() + row * var.row_elements, values, var.row_elements * sizeof(float));
+      for (std::size_t i = 0; i < d.rows.size(); ++i) {
+        if (i + rows_ahead < d.rows.size()) prefetch_row<true>(d.memory.data() + d.rows[i + rows_ahead] * var.row_elements, var.row_elements);
+        std::memcpy(d.memory.data() + d.rows[i] * var.row_elements, values, var.row_elements * sizeof(float));
         values += var.row_elements;
       }
     }

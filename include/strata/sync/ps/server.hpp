@@ -242,6 +242,7 @@ class server {
                          header.clock);
     });
     const float share = 1.0f / static_cast<float>(comm_->size());
+    const std::size_t width = shard.variable->row_elements;
 
     if (shard.variable->strategy.consistency == consistency_kind::bsp) {
       auto [slot, fresh] = shard.clocks.try_emplace(header.clock, shard.variable->row_elements);
@@ -259,8 +260,11 @@ class server {
       ++shard.updates;
       if (sparse) {
         for (float& x : g.rows.sums()) x *= share;
-        for (const std::uint32_t slot : g.rows.slots_by_row())  // in row order: the shard is walked forwards
-          apply_row(shard, *g.optimizer, g.rows.rows()[slot], g.rows.sum(slot), shard.updates);
+        const std::vector<std::uint32_t> order = g.rows.slots_by_row();  // the shard is walked forwards
+        for (std::size_t i = 0; i < order.size(); ++i) {
+          if (i + rows_ahead < order.size()) prefetch_row<true>(row_in(shard, g.rows.rows()[order[i + rows_ahead]]), width);
+          apply_row(shard, *g.optimizer, g.rows.rows()[order[i]], g.rows.sum(order[i]), shard.updates);
+        }
       } else {
         for (float& x : g.dense) x *= share;
         g.optimizer->update(shard.values, g.dense, shard.optimizer_state, shard.updates);
@@ -277,10 +281,11 @@ class server {
       scaled.assign(grad.begin(), grad.end());
       for (float& x : scaled) x *= share;
       const std::int64_t step = 1 + (shard.updates - 1) / comm_->size();  // Adam's step: updates per worker
-      const std::size_t width = shard.variable->row_elements;
       if (sparse)
-        for (std::size_t i = 0; i < rows.size(); ++i)  // sorted by the client
+        for (std::size_t i = 0; i < rows.size(); ++i) {  // sorted by the client
+          if (i + rows_ahead < rows.size()) prefetch_row<true>(row_in(shard, rows[i + rows_ahead]), width);
           apply_row(shard, optimizer, rows[i], std::span<const float>(scaled).subspan(i * width, width), step);
+        }
       else optimizer.update(shard.values, scaled, shard.optimizer_state, step);
       ++shard.applied[static_cast<std::size_t>(worker)];
     }
@@ -291,7 +296,12 @@ class server {
     for (std::size_t i = 0; i < into.size(); ++i) into[i] += scale * values[i];
   }
 
-  /// Applies the optimizer to one row of the shard (`row` a row of the whole table).
+  /// Where row `row` of the whole table is in the shard's values.
+  static float* row_in(shard_state& shard, std::uint32_t row) {
+    return shard.values.data() + (row - shard.plan->first_row) * shard.variable->row_elements;
+  }
+
+  /// Applies the optimizer to one row of the shard.
   static void apply_row(shard_state& shard, const O& optimizer, std::uint32_t row, std::span<const float> grad,
                         std::int64_t step) {
     const std::size_t offset = (row - shard.plan->first_row) * shard.variable->row_elements;
@@ -386,9 +396,10 @@ class server {
       for (const optim::named_state& t : state) out = std::ranges::copy(t.values, out).out;
     } else if (p.rows.empty()) std::ranges::copy(shard.values, out);
     else
-      for (std::size_t i = 0; i < p.rows.size(); ++i)
-        std::copy_n(shard.values.begin() + static_cast<std::ptrdiff_t>((p.rows[i] - shard.plan->first_row) * width), width,
-                    out + i * width);
+      for (std::size_t i = 0; i < p.rows.size(); ++i) {
+        if (i + rows_ahead < p.rows.size()) prefetch_row(row_in(shard, p.rows[i + rows_ahead]), width);
+        std::copy_n(row_in(shard, p.rows[i]), width, out + i * width);
+      }
     send_reply(p.worker, {.variable = variable_index(shard), .shard = shard_index(shard)}, std::move(payload));
   }
 
