@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Wide&Deep CTR model on synthetic data, trained on one process"};
   examples::number(app, "--epochs", o.epochs, 1, 10'000);
   examples::number(app, "--steps-per-epoch", o.steps_per_epoch, 1L, 100'000'000L, "updates between held-out evaluations");
-  examples::number(app, "--batch", o.batch, std::size_t{1}, std::size_t{1'000'000}, "o.batchDOC");
+  examples::number(app, "--batch", o.batch, std::size_t{1}, std::size_t{1'000'000}, "samples per update");
   examples::number(app, "--held-out", o.held_out, std::size_t{1}, std::size_t{10'000'000}, "held-out samples for AUC");
   examples::number(app, "--embedding-lr", o.embedding_lr, 0.0f, 100.0f, "row-wise Adagrad learning rate of the sparse tables");
   examples::number(app, "--dense-lr", o.dense_lr, 0.0f, 100.0f, "Adam learning rate of the MLP");
