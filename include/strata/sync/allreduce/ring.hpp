@@ -234,7 +234,7 @@ std::size_t ring_steps(C& comm, const span_list<T>& data, const ring_codec<T, W>
     return out;
   };
   auto wait = [&](range rg) {
-    for (std::size_t k = rg.first; k < rg.first + rg.count; ++k) comm.wait(work.requests[k]);
+    for (std::size_t k = rg.first; k < rg.first + rg.count; ++k) wait_yielding(comm, work.requests[k]);
   };
   // The first step sends from this rank's buffer; each later one forwards what arrived in
   // the step before.
@@ -286,7 +286,7 @@ std::size_t ring_steps(C& comm, const span_list<T>& data, const ring_codec<T, W>
     if (pc.step + 1 < last) work.forwarded[i] = send(pc.begin, pc.size, pc.step + 1);
     if (i + slots < pieces) post_receive(i + slots);
   }
-  for (auto& request : work.requests) comm.wait(request);  // waiting a finished request is a no-op
+  for (auto& request : work.requests) wait_yielding(comm, request);  // a finished request: at once
   return sent;
 }
 

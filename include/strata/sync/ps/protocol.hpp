@@ -54,12 +54,6 @@ std::span<const std::byte> bytes_of(const T& value) {
   return std::as_bytes(std::span<const T>(&value, 1));
 }
 
-/// A backend that can tell whether a request has completed without blocking (MPI_Test).
-template <class C>
-concept Testable = Communicator<C> && requires(C& c, typename C::request& r) {
-  { c.test(r) } -> std::same_as<bool>;
-};
-
 /// Waits for `r` by testing it, yielding, then sleeping, never inside a blocking call of the
 /// backend: OpenMPI's blocking waits spin, and when the launcher binds a rank to one core
 /// (mpirun does for up to 2 ranks) a spinning worker starves the server thread it waits
