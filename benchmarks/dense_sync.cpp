@@ -80,16 +80,18 @@ int main(int argc, char** argv) {
   bench::interleave(contenders, rounds, 1, [&] { MPI_Barrier(comm); });
   const double ring_ms = 1e3 * bench::median(contenders[0].seconds), native_ms = 1e3 * bench::median(contenders[1].seconds),
                hierarchical_ms = 1e3 * bench::median(contenders[2].seconds),
-               flat_ms = 1e3 * bench::median(contenders[3].seconds), bound_ms = 1e3 * bench::median(contenders[4].seconds);
+               flat_ms = 1e3 * bench::median(contenders[3].seconds),
+               bound_ms = 1e3 * bench::median(contenders[4].seconds);
   if (ctx.rank() == 0) {
     fmt::print("ResNet-50: {} tensors, {} parameters, {:.1f} MiB; {} ranks; buckets {} MiB (first {} MiB); medians of {} "
                "rounds\n",
                shapes.size(), total, static_cast<double>(total * 4) / (1 << 20), ctx.size(), bucket_mib, first_bucket_mib,
                rounds);
     for (const auto& c : contenders) fmt::print("  {:<20} {:8.2f} ms\n", c.name, 1e3 * bench::median(c.seconds));
-    fmt::print("summary: ranks={} strata_ms={:.2f} strata_native_ms={:.2f} strata_hierarchical_ms={:.2f} flat_mpi_ms={:.2f} "
-               "ratio={:.3f} native_ratio={:.3f} hierarchical_ratio={:.3f} bound_ms={:.2f} vs_bound={:.3f} (strata = "
-               "AllReduce<Ring>; ratio = strata_ms / flat_mpi_ms; vs_bound = strata_ms / bound_ms)\n",
+    fmt::print("summary: ranks={} strata_ms={:.2f} strata_native_ms={:.2f} strata_hierarchical_ms={:.2f} "
+               "flat_mpi_ms={:.2f} ratio={:.3f} native_ratio={:.3f} hierarchical_ratio={:.3f} bound_ms={:.2f} "
+               "vs_bound={:.3f} (strata = AllReduce<Ring>; ratio = strata_ms / flat_mpi_ms; vs_bound = strata_ms / "
+               "bound_ms)\n",
                ctx.size(), ring_ms, native_ms, hierarchical_ms, flat_ms, ring_ms / flat_ms, native_ms / flat_ms,
                hierarchical_ms / flat_ms, bound_ms, ring_ms / bound_ms);
   }

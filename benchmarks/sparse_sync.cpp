@@ -4,11 +4,12 @@
 // all-gather of every rank's touched rows) against a dense all-reduce of the whole table's
 // gradient, which is what data parallelism without sparse support (DDP's default)
 // does. Interleaved rounds, each timing --steps steps of a contender back to back (a PS
-// step's pushes complete while the next one starts, as in training), medians. ps_wire_fraction is the time the PS step's bytes (its pulled
-// rows and its pushed gradient rows, with their ids) need at the point-to-point bandwidth
-// measured in the same run (8 MiB between ranks 0 and 1), over the step's time;
-// ps_remote_wire_fraction counts only the bytes to and from other ranks' servers (of the rank
-// with the most), those that cross a network between hosts.
+// step's pushes complete while the next one starts, as in training), medians.
+// ps_wire_fraction is the time the PS step's bytes (its pulled rows and its pushed gradient
+// rows, with their ids) need at the point-to-point bandwidth measured in the same run (8 MiB
+// between ranks 0 and 1), over the step's time; ps_remote_wire_fraction counts only the
+// bytes to and from other ranks' servers (of the rank with the most), those that cross a
+// network between hosts.
 //
 //   mpirun -np 2 ./sparse_sync
 #include <algorithm>
@@ -99,7 +100,8 @@ int main(int argc, char** argv) {
   // The batches are drawn before timing: drawing Zipf ids is the data loader's work.
   const zipf ids(rows, exponent);
   std::mt19937_64 engine(17 + static_cast<std::uint64_t>(ctx.rank()));
-  std::vector<std::vector<std::uint32_t>> batches(static_cast<std::size_t>(rounds) * static_cast<std::size_t>(steps) + 2, std::vector<std::uint32_t>(draws));
+  const std::size_t steps_taken = static_cast<std::size_t>(rounds) * static_cast<std::size_t>(steps) + 2;  // + warm-up
+  std::vector<std::vector<std::uint32_t>> batches(steps_taken, std::vector<std::uint32_t>(draws));
   // Rows per step, and those of them whose shard another rank's server holds (the bytes that
   // leave this rank; on a network between hosts, the ones on the wire).
   const sync::ps::variable_plan& placed = ps.parameter_server_plan()->variables[0];
@@ -149,8 +151,8 @@ int main(int argc, char** argv) {
                rows, width, static_cast<double>(rows * width * 4) / (1 << 20), ctx.size(), draws, exponent, touched,
                100.0 * touched / static_cast<double>(rows), rounds, steps);
     for (const auto& c : contenders) fmt::print("  {:<20} {:9.2f} ms\n", c.name, 1e3 * bench::median(c.seconds));
-    fmt::print("point to point {:.2f} GB/s: the PS step's {:.2f} MB need {:.3f} ms on the wire; the {:.2f} MB of them to "
-               "and from other ranks' servers (the busiest rank's) {:.3f} ms\n",
+    fmt::print("point to point {:.2f} GB/s: the PS step's {:.2f} MB need {:.3f} ms on the wire; the {:.2f} MB of "
+               "them to and from other ranks' servers (the busiest rank's) {:.3f} ms\n",
                link_bytes_per_s / 1e9, ps_bytes / 1e6, wire_ms, remote_bytes / 1e6, remote_wire_ms);
     fmt::print("summary: ranks={} rows={} width={} touched_fraction={:.4f} sparse_ps_ms={:.2f} sparse_allgather_ms={:.2f} "
                "dense_allreduce_ms={:.2f} speedup={:.1f} (target >= 20) allgather_speedup={:.1f} ps_wire_ms={:.3f} "

@@ -4,8 +4,8 @@
 // them, overlapping backward) and, for dense variables, pulls the new values before step()
 // returns, as the variable's consistency allows. Sparse (SparseRows) variables push only the
 // rows the batch touched, given with executor::sparse_gradient (step() returns once they are
-// posted), and pull only the rows the next batch needs, with executor::pull. The optimizer runs on the servers (ps/server.hpp):
-// its state lives only on the shard's host.
+// posted), and pull only the rows the next batch needs, with executor::pull. The optimizer
+// runs on the servers (ps/server.hpp): its state lives only on the shard's host.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>

@@ -93,8 +93,10 @@ class sparse_allgather_synchronizer {
       const std::vector<std::uint32_t> order = combined.slots_by_row();  // the table is walked forwards
       const auto offset_of = [&](std::size_t i) { return static_cast<std::size_t>(combined.rows()[order[i]]) * width; };
       for (std::size_t i = 0; i < order.size(); ++i) {
-        if (i + rows_ahead < order.size()) prefetch_row<true>(variables_[k].param.data() + offset_of(i + rows_ahead), width);
-        optimizer.update(variables_[k].param.subspan(offset_of(i), width), combined.sum(order[i]), states_[k], update, offset_of(i));
+        if (i + rows_ahead < order.size())
+          prefetch_row<true>(variables_[k].param.data() + offset_of(i + rows_ahead), width);
+        optimizer.update(variables_[k].param.subspan(offset_of(i), width), combined.sum(order[i]), states_[k], update,
+                         offset_of(i));
       }
     }
   }

@@ -168,7 +168,9 @@ class row_sums {
   bool empty() const { return index_.size() == 0; }
   std::span<const std::uint32_t> rows() const { return index_.rows(); }
   std::span<float> sums() { return sums_; }
-  std::span<const float> sum(std::size_t slot) const { return std::span<const float>(sums_).subspan(slot * width_, width_); }
+  std::span<const float> sum(std::size_t slot) const {
+    return std::span<const float>(sums_).subspan(slot * width_, width_);
+  }
   std::vector<std::uint32_t> slots_by_row() const { return index_.slots_by_row(); }
 
   void clear() {

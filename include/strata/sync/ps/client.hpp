@@ -301,7 +301,8 @@ class client {
       }
     } else {
       for (std::size_t i = 0; i < d.rows.size(); ++i) {
-        if (i + rows_ahead < d.rows.size()) prefetch_row<true>(d.memory.data() + d.rows[i + rows_ahead] * var.row_elements, var.row_elements);
+        if (i + rows_ahead < d.rows.size())
+          prefetch_row<true>(d.memory.data() + d.rows[i + rows_ahead] * var.row_elements, var.row_elements);
         std::memcpy(d.memory.data() + d.rows[i] * var.row_elements, values, var.row_elements * sizeof(float));
         values += var.row_elements;
       }

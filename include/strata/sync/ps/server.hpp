@@ -245,7 +245,7 @@ class server {
     const std::size_t width = shard.variable->row_elements;
 
     if (shard.variable->strategy.consistency == consistency_kind::bsp) {
-      auto [slot, fresh] = shard.clocks.try_emplace(header.clock, shard.variable->row_elements);
+      auto [slot, fresh] = shard.clocks.try_emplace(header.clock, width);
       gathering& g = slot->second;
       if (fresh) std::swap(g, shard.spare);  // the buffers of an earlier clock, emptied
       if (sparse) {
@@ -262,7 +262,8 @@ class server {
         for (float& x : g.rows.sums()) x *= share;
         const std::vector<std::uint32_t> order = g.rows.slots_by_row();  // the shard is walked forwards
         for (std::size_t i = 0; i < order.size(); ++i) {
-          if (i + rows_ahead < order.size()) prefetch_row<true>(row_in(shard, g.rows.rows()[order[i + rows_ahead]]), width);
+          if (i + rows_ahead < order.size())
+            prefetch_row<true>(row_in(shard, g.rows.rows()[order[i + rows_ahead]]), width);
           apply_row(shard, *g.optimizer, g.rows.rows()[order[i]], g.rows.sum(order[i]), shard.updates);
         }
       } else {
@@ -305,7 +306,8 @@ class server {
   static void apply_row(shard_state& shard, const O& optimizer, std::uint32_t row, std::span<const float> grad,
                         std::int64_t step) {
     const std::size_t offset = (row - shard.plan->first_row) * shard.variable->row_elements;
-    optimizer.update(std::span<float>(shard.values).subspan(offset, grad.size()), grad, shard.optimizer_state, step, offset);
+    optimizer.update(std::span<float>(shard.values).subspan(offset, grad.size()), grad, shard.optimizer_state, step,
+                     offset);
   }
 
   bool admissible(const shard_state& shard, const pending_pull& pull) const {
