@@ -179,12 +179,15 @@ struct trained_plan {
   /// with no other plan's server threads beside it.
   void stop() { exec.reset(); }
 
+  /// The batch's sparse gradients, the update, then the next batch's rows (the same rows
+  /// here): step() only posts parameter-server pushes, and a pull is answered once they are
+  /// applied, so a timed step includes them.
   void step() {
-    for (std::size_t i = 0; i < data->rows.size(); ++i)
-      if (!data->rows[i].empty()) exec->pull(variable_id{i}, data->rows[i]);
     for (std::size_t i = 0; i < data->rows.size(); ++i)
       if (!data->rows[i].empty()) exec->sparse_gradient(variable_id{i}, data->rows[i], data->row_grads[i]);
     exec->step();
+    for (std::size_t i = 0; i < data->rows.size(); ++i)
+      if (!data->rows[i].empty()) exec->pull(variable_id{i}, data->rows[i]);
   }
 };
 

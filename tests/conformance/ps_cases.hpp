@@ -110,11 +110,13 @@ void sparse_rows_combine_duplicates(Context& ctx) {
 }
 
 /// A sparse step returns once its pushes are posted: many updates of pushes with no pull
-/// between them all arrive and are applied, in order, by the time a pull answers.
+/// between them all arrive and are applied, in order, by the time a pull answers. Rows of
+/// `width` floats: wide ones make each push too large to be sent eagerly, so its buffer is
+/// still in use while the next update writes its own.
 template <class Sparse, CommContext Context>
-void sparse_pushes_without_pulls_all_arrive(Context& ctx) {
+void sparse_pushes_without_pulls_all_arrive(Context& ctx, std::size_t width = 3) {
   const int rank = ctx.collectives().rank();
-  constexpr std::size_t rows = 10, width = 3, updates = 50;
+  constexpr std::size_t rows = 10, updates = 50;
   std::vector<float> table(rows * width, 0.0f);
   auto m = make_model(variable<Sparse>("emb", table, {}, {rows, width}));
   auto exec = make_executor(ctx, m, optim::sgd{.lr = 1.0f});

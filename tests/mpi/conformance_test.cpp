@@ -129,6 +129,7 @@ TEST_CASE("mpi: sparse rows combine duplicates and average over ranks", "[mpi][p
 
 TEST_CASE("mpi: sparse pushes posted without pulls between them all arrive, in order", "[mpi][ps]") {
   CHECK_NOTHROW(conformance::sparse_pushes_without_pulls_all_arrive<conformance::PSSparse>(*context));
+  CHECK_NOTHROW(conformance::sparse_pushes_without_pulls_all_arrive<conformance::PSSparse>(*context, 16384));  // 64 KiB rows
 }
 
 TEST_CASE("mpi: replicated sparse rows are all-gathered, combined and averaged", "[mpi][sparse]") {

@@ -142,7 +142,7 @@ line fit_parameter_server(Context& ctx, const std::vector<double>& sizes, int re
   return l;
 }
 
-/// Sparse steps under S (pull the rows, push their gradient, step) of a table of rows of
+/// Sparse steps under S (push the rows' gradient, step, pull the rows) of a table of rows of
 /// `width` floats (at most 2^18 rows and 64 MiB), at each count of rows touched per rank,
 /// spread over the table and different on each rank, as a batch's embedding lookups are.
 template <class S, CommContext Context>
@@ -160,10 +160,12 @@ std::vector<server_point> sparse_steps(Context& ctx, std::size_t width, const st
     std::ranges::sort(picked);
     picked.erase(std::ranges::unique(picked).begin(), picked.end());
     std::vector<float> values(picked.size() * width, 1e-3f);
+    // Push, then pull the rows for the next step: step() only posts the pushes, and the pull
+    // is answered once they are applied, so a timed step includes them.
     const double seconds = slowest_rank_median(ctx.control(), repeats, [&] {
-      exec.pull(variable_id{0}, picked);
       exec.sparse_gradient(variable_id{0}, picked, values);
       exec.step();
+      exec.pull(variable_id{0}, picked);
     });
     points.push_back({share * static_cast<double>(picked.size()), share * static_cast<double>(values.size() * sizeof(float)),
                       others, seconds});

@@ -73,8 +73,8 @@ class ps_synchronizer {
     sync_stats stats;
     if (!m.last) return stats;
     // Dense variables wait for their new values. Sparse pushes are left to complete in the
-    // background (client::begin_pushes): the next pull asks for rows after them, and the
-    // server, handling a worker's messages in order, applies them first.
+    // background (client::begin_pushes): a server handles a worker's messages in order, so
+    // the worker's next pull is answered only after its pushes.
     if constexpr (!sparse) complete(deadline);
     completed_ = m.update;
     stats.wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -49,6 +49,7 @@ template <bool write = false>
 inline void prefetch_row(const float* row, std::size_t width) {
   constexpr std::size_t line = 64 / sizeof(float);
   for (std::size_t at = 0; at < width; at += line) __builtin_prefetch(row + at, write ? 1 : 0);
+  if (width > 0) __builtin_prefetch(row + width - 1, write ? 1 : 0);  // a row not aligned to lines ends in one more
 }
 
 /// The positions of `rows` in order of their rows, equal rows in input order: a stable LSD
