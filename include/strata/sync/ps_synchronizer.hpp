@@ -48,7 +48,8 @@ class ps_synchronizer {
       resources.collectives.broadcast(variables_.back().param, 0);
     }
     handled_.assign(variables_.size(), false);
-    for (const variable_binding& v : variables_) gradients_.emplace_back(row_width(v));
+    if constexpr (sparse)
+      for (const variable_binding& v : variables_) gradients_.emplace_back(row_width(v));
     accumulated_.resize(variables_.size());
   }
 

@@ -305,9 +305,9 @@ class server {
   /// Applies the optimizer to one row of the shard.
   static void apply_row(shard_state& shard, const O& optimizer, std::uint32_t row, std::span<const float> grad,
                         std::int64_t step) {
-    const std::size_t offset = (row - shard.plan->first_row) * shard.variable->row_elements;
-    optimizer.update(std::span<float>(shard.values).subspan(offset, grad.size()), grad, shard.optimizer_state, step,
-                     offset);
+    float* values = row_in(shard, row);
+    optimizer.update(std::span<float>(values, grad.size()), grad, shard.optimizer_state, step,
+                     static_cast<std::size_t>(values - shard.values.data()));
   }
 
   bool admissible(const shard_state& shard, const pending_pull& pull) const {
