@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   strata::mpi::context ctx(argc, argv);
   bool quick = false;
   std::size_t min_bytes = std::size_t{4} << 10, max_bytes = std::size_t{128} << 20, chunk_kib = 256, window = 4;
+  std::size_t cross_chunk_kib = 60, cross_window = 8;
   int rounds = 9;
   CLI::App app{"all-reduce bus bandwidth: strata vs MPI_Allreduce"};
   app.add_flag("--quick", quick, "small sizes, few rounds (smoke test)");
@@ -36,6 +37,10 @@ int main(int argc, char** argv) {
   examples::number(app, "--rounds", rounds, 1, 1000, "interleaved rounds per size (medians are taken over them)");
   examples::number(app, "--chunk-kib", chunk_kib, std::size_t{1}, std::size_t{1} << 20, "ring chunk size");
   examples::number(app, "--window", window, std::size_t{1}, std::size_t{1024}, "ring chunks in flight");
+  examples::number(app, "--cross-chunk-kib", cross_chunk_kib, std::size_t{1}, std::size_t{1} << 20,
+                   "hierarchical: the chunk of the ring between nodes");
+  examples::number(app, "--cross-window", cross_window, std::size_t{1}, std::size_t{1024},
+                   "hierarchical: chunks in flight between nodes");
   if (const auto status = examples::parse(app, argc, argv, "allreduce_bw", ctx.rank())) return *status;
   if (min_bytes > max_bytes) {
     if (ctx.rank() == 0) fmt::print(stderr, "allreduce_bw: --min-bytes {} is above --max-bytes {}\n", min_bytes, max_bytes);
@@ -48,7 +53,10 @@ int main(int argc, char** argv) {
 
   communicator& comm = ctx.collectives();
   const int ranks = comm.size();
-  const strata::sync::allreduce_options options{.ring_chunk_bytes = chunk_kib << 10, .ring_window = window};
+  const strata::sync::allreduce_options options{.ring_chunk_bytes = chunk_kib << 10,
+                                                .ring_window = window,
+                                                .cross_node_chunk_bytes = cross_chunk_kib << 10,
+                                                .cross_node_window = cross_window};
   strata::sync::allreduce<strata::Ring, communicator, float> ring(options);
   strata::sync::allreduce<strata::Native, communicator, float> native(options);
   strata::sync::allreduce<strata::Tree, communicator, float> tree(options);

@@ -52,7 +52,10 @@ void allreduce_sums_exactly(Context& ctx, int ranks_per_node = 0) {
   auto& comm = ctx.collectives();
   using C = std::remove_reference_t<decltype(comm)>;
   sync::allreduce<Algorithm, C, T> reduce(
-      sync::allreduce_options{.ring_chunk_bytes = 3 * sizeof(T), .ranks_per_node = ranks_per_node});
+      sync::allreduce_options{.ring_chunk_bytes = 3 * sizeof(T),
+                              .ranks_per_node = ranks_per_node,
+                              .cross_node_chunk_bytes = 2 * sizeof(T),
+                              .cross_node_window = 3});
   for (std::size_t n : awkward_sizes) {
     std::vector<T> data = contribution<T>(n, comm.rank());
     reduce(comm, sync::span_list<T>({std::span<T>(data)}), T{1});
@@ -70,7 +73,11 @@ void allreduce_averages_buffer_lists(Context& ctx, int ranks_per_node = 0,
   auto& comm = ctx.collectives();
   using C = std::remove_reference_t<decltype(comm)>;
   sync::allreduce<Algorithm, C, float> reduce(
-      sync::allreduce_options{.ring_chunk_bytes = 5 * sizeof(float), .ring_window = 2, .ranks_per_node = ranks_per_node});
+      sync::allreduce_options{.ring_chunk_bytes = 5 * sizeof(float),
+                              .ring_window = 2,
+                              .ranks_per_node = ranks_per_node,
+                              .cross_node_chunk_bytes = 3 * sizeof(float),
+                              .cross_node_window = 1});
   std::vector<std::vector<float>> buffers;
   std::vector<std::span<float>> parts;
   std::size_t start = 0;

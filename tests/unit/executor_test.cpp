@@ -206,6 +206,10 @@ TEST_CASE("hyper-parameters and options outside their ranges are refused at star
       {"executor_options::allreduce.ring_chunk_bytes is 0; it must be at least 4",
        [](auto& e, auto&) { e.allreduce.ring_chunk_bytes = 0; }},
       {"executor_options::allreduce.ring_window is 0; it must be at least 1", [](auto& e, auto&) { e.allreduce.ring_window = 0; }},
+      {"executor_options::allreduce.cross_node_chunk_bytes is 2; it must be at least 4",
+       [](auto& e, auto&) { e.allreduce.cross_node_chunk_bytes = 2; }},
+      {"executor_options::allreduce.cross_node_window is 0; it must be at least 1",
+       [](auto& e, auto&) { e.allreduce.cross_node_window = 0; }},
       {"executor_options::compression.powersgd_warmup_steps is -1", [](auto& e, auto&) { e.compression.powersgd_warmup_steps = -1; }},
       {"executor_options::timeout is nan seconds", [](auto& e, auto&) { e.timeout = std::chrono::duration<double>(NAN); }},
   };

@@ -67,6 +67,9 @@ inline const executor_options& check_options(const executor_options& o) {
   require(o.accumulation_steps >= 1, "accumulation_steps", o.accumulation_steps, "at least 1");
   require(o.allreduce.ring_chunk_bytes >= 4, "allreduce.ring_chunk_bytes", o.allreduce.ring_chunk_bytes, "at least 4");
   require(o.allreduce.ring_window >= 1, "allreduce.ring_window", o.allreduce.ring_window, "at least 1");
+  require(o.allreduce.cross_node_chunk_bytes >= 4, "allreduce.cross_node_chunk_bytes", o.allreduce.cross_node_chunk_bytes,
+          "at least 4");
+  require(o.allreduce.cross_node_window >= 1, "allreduce.cross_node_window", o.allreduce.cross_node_window, "at least 1");
   require(o.allreduce.ranks_per_node >= 0, "allreduce.ranks_per_node", o.allreduce.ranks_per_node, "0 (the machines) or more");
   require(o.compression.powersgd_warmup_steps >= 0, "compression.powersgd_warmup_steps", o.compression.powersgd_warmup_steps,
           "0 or more");
@@ -85,6 +88,8 @@ std::vector<std::string> settings_signature(const executor_options& o, const O& 
       setting_line("allreduce.ring_chunk_bytes", std::to_string(o.allreduce.ring_chunk_bytes)),
       setting_line("allreduce.ring_window", std::to_string(o.allreduce.ring_window)),
       setting_line("allreduce.ranks_per_node", std::to_string(o.allreduce.ranks_per_node)),
+      setting_line("allreduce.cross_node_chunk_bytes", std::to_string(o.allreduce.cross_node_chunk_bytes)),
+      setting_line("allreduce.cross_node_window", std::to_string(o.allreduce.cross_node_window)),
       setting_line("compression.powersgd_warmup_steps", std::to_string(o.compression.powersgd_warmup_steps)),
       setting_line("compression.seed", std::to_string(o.compression.seed)),
       setting_line("compression.on_nonfinite",

@@ -21,6 +21,12 @@ struct allreduce_options {
   std::size_t ring_window = 4;  ///< chunks in flight each way
   /// Hierarchical: nodes of this many consecutive ranks (simulated nodes); 0: the machines.
   int ranks_per_node = 0;
+  /// Hierarchical: the chunk and window of the ring between nodes. Its messages cross the
+  /// network, whose transport sends a message above its eager limit (OpenMPI's TCP: 64 KiB,
+  /// header included) only once the receiver has answered; behind a loaded link that answer
+  /// waits in the link's queue and the ring stalls. Chunks under the limit leave at once.
+  std::size_t cross_node_chunk_bytes = std::size_t{60} << 10;
+  std::size_t cross_node_window = 8;
 };
 
 /// Bytes a bandwidth-optimal all-reduce sends per rank: 2(p-1)/p of the buffer.
@@ -102,15 +108,17 @@ template <Communicator C, Element T>
 class allreduce<Hierarchical, C, T> {
  public:
   explicit allreduce(const allreduce_options& o)
-      : ranks_per_node_(o.ranks_per_node), chunk_elements_(o.ring_chunk_bytes / sizeof(T)), window_(o.ring_window) {}
+      : ranks_per_node_(o.ranks_per_node),
+        within_{o.ring_chunk_bytes / sizeof(T), o.ring_window},
+        across_{o.cross_node_chunk_bytes / sizeof(T), o.cross_node_window} {}
   std::size_t operator()(C& comm, const span_list<T>& data, T scale) {
     if (!groups_) groups_ = split_by_node(comm, ranks_per_node_);
-    return hierarchical_allreduce(*groups_, data, scale, work_, chunk_elements_, window_);
+    return hierarchical_allreduce(*groups_, data, scale, work_, within_, across_);
   }
 
  private:
   int ranks_per_node_;
-  std::size_t chunk_elements_, window_;
+  ring_pipeline within_, across_;
   std::optional<node_groups<C>> groups_;
   ring_workspace<C, T> work_;
 };

@@ -61,15 +61,17 @@ node_groups<C> split_by_node(C& comm, int ranks_per_node) {
 }
 
 /// Averages `data` over all ranks of the communicator `groups` was split from, in place:
-/// the sum times `scale`. Returns the bytes this rank sent.
+/// the sum times `scale`. The rings within a node run as `within`, the ring between nodes
+/// as `across`. Returns the bytes this rank sent.
 template <Communicator C, Element T>
 std::size_t hierarchical_allreduce(node_groups<C>& groups, const span_list<T>& data, T scale,
-                                   ring_workspace<C, T>& work, std::size_t chunk_elements, std::size_t window) {
+                                   ring_workspace<C, T>& work, ring_pipeline within, ring_pipeline across) {
   C& local = groups.local;
-  std::size_t sent = ring_reduce_scatter(local, data, work, chunk_elements, window);
+  std::size_t sent = ring_reduce_scatter(local, data, work, within.chunk_elements, within.window);
   const segment share = ring_owned_segment(data.size(), local.size(), local.rank());
-  sent += ring_allreduce(groups.cross, data.slice(share.begin, share.size), scale, work, chunk_elements, window);
-  return sent + ring_allgather(local, data, work, chunk_elements, window);
+  sent += ring_allreduce(groups.cross, data.slice(share.begin, share.size), scale, work, across.chunk_elements,
+                         across.window);
+  return sent + ring_allgather(local, data, work, within.chunk_elements, within.window);
 }
 
 }  // namespace strata::sync

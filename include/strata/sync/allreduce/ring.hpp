@@ -26,6 +26,11 @@
 
 namespace strata::sync {
 
+/// How a ring cuts its stream: elements per chunk, chunks in flight each way.
+struct ring_pipeline {
+  std::size_t chunk_elements, window;
+};
+
 /// Segment `i` of `n` elements split over `parts` as evenly as possible.
 struct segment {
   std::size_t begin, size;
