@@ -55,7 +55,8 @@ void allreduce_sums_exactly(Context& ctx, int ranks_per_node = 0) {
       sync::allreduce_options{.ring_chunk_bytes = 3 * sizeof(T),
                               .ranks_per_node = ranks_per_node,
                               .cross_node_chunk_bytes = 2 * sizeof(T),
-                              .cross_node_window = 3});
+                              .cross_node_window = 3,
+                              .hierarchical_piece_bytes = 40 * sizeof(T)});
   for (std::size_t n : awkward_sizes) {
     std::vector<T> data = contribution<T>(n, comm.rank());
     reduce(comm, sync::span_list<T>({std::span<T>(data)}), T{1});
@@ -77,7 +78,8 @@ void allreduce_averages_buffer_lists(Context& ctx, int ranks_per_node = 0,
                               .ring_window = 2,
                               .ranks_per_node = ranks_per_node,
                               .cross_node_chunk_bytes = 3 * sizeof(float),
-                              .cross_node_window = 1});
+                              .cross_node_window = 1,
+                              .hierarchical_piece_bytes = 16 * sizeof(float)});
   std::vector<std::vector<float>> buffers;
   std::vector<std::span<float>> parts;
   std::size_t start = 0;

@@ -30,6 +30,7 @@ inline std::vector<setting_change> settings_that_must_agree() {
       {"allreduce.ranks_per_node", [](O& o, A&) { o.allreduce.ranks_per_node = 1; }},
       {"allreduce.cross_node_chunk_bytes", [](O& o, A&) { o.allreduce.cross_node_chunk_bytes = 1024; }},
       {"allreduce.cross_node_window", [](O& o, A&) { o.allreduce.cross_node_window = 2; }},
+      {"allreduce.hierarchical_piece_bytes", [](O& o, A&) { o.allreduce.hierarchical_piece_bytes = 0; }},
       {"compression.powersgd_warmup_steps", [](O& o, A&) { o.compression.powersgd_warmup_steps = 7; }},
       {"compression.seed", [](O& o, A&) { o.compression.seed = 99; }},
       {"compression.on_nonfinite", [](O& o, A&) { o.compression.on_nonfinite = sync::nonfinite_policy::skip_step; }},

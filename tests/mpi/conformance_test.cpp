@@ -38,7 +38,8 @@ TEST_CASE("mpi: all-reduce averages a bucket of several buffers", "[mpi][allredu
 
 TEST_CASE("mpi: hierarchical and tree results equal the flat result", "[mpi][allreduce]") {
   CHECK_NOTHROW(conformance::allreduce_agrees_with_ring<Hierarchical>(
-      *context, {.ring_chunk_bytes = 256, .ranks_per_node = two_rank_nodes(), .cross_node_chunk_bytes = 96}));
+      *context, {.ring_chunk_bytes = 256, .ranks_per_node = two_rank_nodes(), .cross_node_chunk_bytes = 96,
+                 .hierarchical_piece_bytes = 4096}));
   CHECK_NOTHROW(conformance::allreduce_agrees_with_ring<Tree>(*context, {}));
 }
 

@@ -73,6 +73,9 @@ concept Testable = PointToPoint<C> && requires(C& c, typename C::request& r) {
   { c.test(r) } -> std::same_as<bool>;
 };
 
+/// Tests of an awaited request before the waiting thread yields the core between tests.
+inline constexpr int tests_before_yielding = 256;
+
 /// Waits for `r`: where the backend can test, tests it, and after a few hundred tests (tens
 /// of microseconds: a message on shared memory has come by then) yields the core between
 /// tests. OpenMPI's MPI_Wait spins without yielding: where threads outnumber cores (ranks
@@ -81,7 +84,6 @@ concept Testable = PointToPoint<C> && requires(C& c, typename C::request& r) {
 template <PointToPoint C>
 void wait_yielding(C& comm, typename C::request& r) {
   if constexpr (Testable<C>) {
-    constexpr int tests_before_yielding = 256;
     for (int tests = 1; !comm.test(r); ++tests)
       if (tests >= tests_before_yielding) std::this_thread::yield();
   } else {

@@ -90,6 +90,7 @@ std::vector<std::string> settings_signature(const executor_options& o, const O& 
       setting_line("allreduce.ranks_per_node", std::to_string(o.allreduce.ranks_per_node)),
       setting_line("allreduce.cross_node_chunk_bytes", std::to_string(o.allreduce.cross_node_chunk_bytes)),
       setting_line("allreduce.cross_node_window", std::to_string(o.allreduce.cross_node_window)),
+      setting_line("allreduce.hierarchical_piece_bytes", std::to_string(o.allreduce.hierarchical_piece_bytes)),
       setting_line("compression.powersgd_warmup_steps", std::to_string(o.compression.powersgd_warmup_steps)),
       setting_line("compression.seed", std::to_string(o.compression.seed)),
       setting_line("compression.on_nonfinite",

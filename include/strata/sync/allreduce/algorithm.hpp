@@ -27,6 +27,9 @@ struct allreduce_options {
   /// waits in the link's queue and the ring stalls. Chunks under the limit leave at once.
   std::size_t cross_node_chunk_bytes = std::size_t{60} << 10;
   std::size_t cross_node_window = 8;
+  /// Hierarchical: a bucket is cut into pieces of about this size (0: one piece), so that
+  /// the ring between nodes sums one piece while the rings within a node work on others.
+  std::size_t hierarchical_piece_bytes = std::size_t{4} << 20;
 };
 
 /// Bytes a bandwidth-optimal all-reduce sends per rank: 2(p-1)/p of the buffer.
@@ -110,17 +113,19 @@ class allreduce<Hierarchical, C, T> {
   explicit allreduce(const allreduce_options& o)
       : ranks_per_node_(o.ranks_per_node),
         within_{o.ring_chunk_bytes / sizeof(T), o.ring_window},
-        across_{o.cross_node_chunk_bytes / sizeof(T), o.cross_node_window} {}
+        across_{o.cross_node_chunk_bytes / sizeof(T), o.cross_node_window},
+        piece_elements_(o.hierarchical_piece_bytes / sizeof(T)) {}
   std::size_t operator()(C& comm, const span_list<T>& data, T scale) {
     if (!groups_) groups_ = split_by_node(comm, ranks_per_node_);
-    return hierarchical_allreduce(*groups_, data, scale, work_, within_, across_);
+    return hierarchical_allreduce(*groups_, data, scale, work_, within_, across_, piece_elements_);
   }
 
  private:
   int ranks_per_node_;
   ring_pipeline within_, across_;
+  std::size_t piece_elements_;
   std::optional<node_groups<C>> groups_;
-  ring_workspace<C, T> work_;
+  hierarchical_workspace<C, T> work_;
 };
 
 }  // namespace strata::sync

@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -60,18 +62,88 @@ node_groups<C> split_by_node(C& comm, int ranks_per_node) {
   return {std::move(local), std::move(cross)};
 }
 
+/// Reusable state of a hierarchical all-reduce: one ring workspace per communicator, since
+/// a ring within the node and one between nodes run at once.
+template <Communicator C, Element T>
+struct hierarchical_workspace {
+  ring_workspace<C, T> within, across;
+};
+
 /// Averages `data` over all ranks of the communicator `groups` was split from, in place:
 /// the sum times `scale`. The rings within a node run as `within`, the ring between nodes
 /// as `across`. Returns the bytes this rank sent.
+///
+/// The buffer is cut into pieces of about `piece_elements` (0: one piece), so that while
+/// the ring between nodes sums one piece, the rings within the node reduce the next or
+/// spread one already summed: the network and the node's memory work at once. On each
+/// communicator the rings run one at a time and in the same order on every rank (the
+/// reduce-scatters of all pieces, then their all-gathers), as their messages must.
 template <Communicator C, Element T>
 std::size_t hierarchical_allreduce(node_groups<C>& groups, const span_list<T>& data, T scale,
-                                   ring_workspace<C, T>& work, ring_pipeline within, ring_pipeline across) {
+                                   hierarchical_workspace<C, T>& work, ring_pipeline within, ring_pipeline across,
+                                   std::size_t piece_elements) {
   C& local = groups.local;
-  std::size_t sent = ring_reduce_scatter(local, data, work, within.chunk_elements, within.window);
-  const segment share = ring_owned_segment(data.size(), local.size(), local.rank());
-  sent += ring_allreduce(groups.cross, data.slice(share.begin, share.size), scale, work, across.chunk_elements,
-                         across.window);
-  return sent + ring_allgather(local, data, work, within.chunk_elements, within.window);
+  const std::size_t n = data.size();
+  constexpr std::size_t most_pieces = 1024;
+  const std::size_t pieces =
+      piece_elements == 0 ? 1 : std::clamp<std::size_t>((n + piece_elements - 1) / piece_elements, 1, most_pieces);
+  auto share_of = [&](const span_list<T>& piece) {
+    const segment share = ring_owned_segment(piece.size(), local.size(), local.rank());
+    return piece.slice(share.begin, share.size);
+  };
+  if (!Testable<C> || pieces == 1 || local.size() == 1 || groups.cross.size() == 1) {
+    std::size_t sent = ring_reduce_scatter(local, data, work.within, within.chunk_elements, within.window);
+    sent += ring_allreduce(groups.cross, share_of(data), scale, work.across, across.chunk_elements, across.window);
+    return sent + ring_allgather(local, data, work.within, within.chunk_elements, within.window);
+  }
+
+  auto piece_of = [&](std::size_t k) {
+    const segment s = ring_segment(n, static_cast<int>(pieces), static_cast<int>(k));
+    return data.slice(s.begin, s.size);
+  };
+  const ring_codec<T> plain{}, scaled{scale, {}};
+  const int l = local.size(), x = groups.cross.size();
+  std::optional<detail::ring_run<C, T, T>> in_node, between;
+  // Rings within the node started (the pieces' reduce-scatters, then their all-gathers) and
+  // rings between nodes started, and of each the ones finished.
+  std::size_t started_within = 0, reduced = 0, started_across = 0, summed = 0, sent = 0;
+  std::size_t retired = 0;  // progress of the finished rings
+  auto activity = [&] {
+    return retired + started_within + started_across + (in_node ? in_node->progress() : 0) +
+           (between ? between->progress() : 0);
+  };
+  auto finish = [&](auto& run) {
+    sent += run->sent();
+    retired += run->progress();
+    run.reset();
+  };
+  int idle = 0;
+  while (started_within < 2 * pieces || in_node || between) {
+    const std::size_t before = activity();
+    if (!in_node && started_within < 2 * pieces) {
+      const bool gather = started_within >= pieces;
+      const std::size_t k = gather ? started_within - pieces : started_within;
+      if (!gather || k < summed) {  // a piece is spread once summed across nodes
+        in_node.emplace(local, piece_of(k), plain, work.within, within, gather ? l - 1 : 0, gather ? 2 * (l - 1) : l - 1);
+        ++started_within;
+      }
+    }
+    if (!between && started_across < reduced) {
+      between.emplace(groups.cross, share_of(piece_of(started_across)), scaled, work.across, across, 0, 2 * (x - 1));
+      ++started_across;
+    }
+    if (in_node && in_node->advance(false)) {
+      if (started_within <= pieces) ++reduced;  // it was a reduce-scatter
+      finish(in_node);
+    }
+    if (between && between->advance(false)) {
+      ++summed;
+      finish(between);
+    }
+    if (activity() != before) idle = 0;
+    else if (++idle >= tests_before_yielding) std::this_thread::yield();
+  }
+  return sent;
 }
 
 }  // namespace strata::sync

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <span>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "strata/comm/communicator.hpp"
@@ -164,135 +165,203 @@ bool fragmented(const span_list<T>& data) {
 
 namespace detail {
 
-/// Steps [first, last) of the ring all-reduce on more than one rank. A chunk that spans
-/// several buffers travels as one message per buffer; the layout is the same on every
-/// rank. A fragmented list travels as one contiguous copy instead, written back after.
-/// Returns the bytes sent.
+/// Steps [first, last) of the ring all-reduce on more than one rank, as a run that can be
+/// advanced without blocking: one thread then drives rings on two communicators at once
+/// (the hierarchical all-reduce). A chunk that spans several buffers travels as one message
+/// per buffer; the layout is the same on every rank. A fragmented list travels as one
+/// contiguous copy instead, written back at the end. `codec` and `work` must outlive the run.
 template <Communicator C, Element T, Element W>
-std::size_t ring_steps(C& comm, const span_list<T>& data, const ring_codec<T, W>& codec, ring_workspace<C, W>& work,
-                       std::size_t chunk_elements, std::size_t window, int first, int last) {
-  constexpr bool in_place = std::is_same_v<T, W>;
-  if constexpr (in_place) {
-    // (Other wire types travel in work.wire, one contiguous buffer, already.)
-    if (fragmented(data)) {
-      work.staged.resize(data.size());
-      data.for_each(0, data.size(), [&](std::size_t at, std::span<T> d) { std::ranges::copy(d, work.staged.begin() + at); });
-      const std::size_t sent = ring_steps(comm, span_list<T>({std::span<T>(work.staged)}), codec, work, chunk_elements,
-                                          window, first, last);
-      data.for_each(0, data.size(), [&](std::size_t at, std::span<T> d) {
-        std::copy_n(work.staged.begin() + static_cast<std::ptrdiff_t>(at), d.size(), d.begin());
-      });
-      return sent;
+class ring_run {
+ public:
+  ring_run(C& comm, const span_list<T>& data, const ring_codec<T, W>& codec, ring_workspace<C, W>& work,
+           ring_pipeline shape, int first, int last)
+      : comm_(comm), codec_(codec), work_(work), data_(data), first_(first), last_(last), p_(comm.size()),
+        r_(comm.rank()) {
+    if (data_.size() == 0 || first == last) {
+      done_ = true;
+      return;
     }
+    if constexpr (in_place) {
+      // (Other wire types travel in work.wire, one contiguous buffer, already.)
+      if (fragmented(data_)) {
+        work_.staged.resize(data_.size());
+        data_.for_each(0, data_.size(), [&](std::size_t at, std::span<T> d) { std::ranges::copy(d, work_.staged.begin() + at); });
+        original_ = std::exchange(data_, span_list<T>({std::span<T>(work_.staged)}));
+        staged_ = true;
+      }
+    }
+    const std::size_t n = data_.size();
+    chunk_ = std::max<std::size_t>(shape.chunk_elements, 1);
+    slots_ = std::max<std::size_t>(shape.window, 1);
+    if constexpr (!in_place)
+      if (work_.wire.size() != n) {
+        work_.wire.resize(n);
+        work_.wire_list = span_list<W>({std::span<W>(work_.wire)});
+      }
+    work_.pieces.clear();
+    work_.first_piece.clear();
+    for (int step = first; step < last; ++step) {
+      work_.first_piece.push_back(work_.pieces.size());
+      const segment s = segment_of(r_ - step - 1);
+      for (std::size_t c = 0; c * chunk_ < s.size; ++c)
+        work_.pieces.push_back(piece{step, c, s.begin + c * chunk_, std::min(chunk_, s.size - c * chunk_)});
+    }
+    pieces_ = work_.pieces.size();
+    work_.slots.resize(slots_ * chunk_);
+    work_.requests.clear();
+    work_.received.assign(pieces_, {});
+    work_.forwarded.assign(pieces_, {});
+    work_.first_sends.clear();
+    // This rank's own segment enters the sum (when the reduce-scatter is run) and leaves.
+    const segment own = segment_of(r_ - first);
+    for (std::size_t c = 0; c * chunk_ < own.size; ++c) {
+      const std::size_t begin = own.begin + c * chunk_, size = std::min(chunk_, own.size - c * chunk_);
+      if (first == 0)
+        for_each_pair(begin, size, [&](std::span<T> d, std::span<W> w, std::size_t at) { codec_.enter(d, w, at); });
+      work_.first_sends.push_back(send(begin, size, first));
+    }
+    post_receives(false);
   }
-  const int p = comm.size(), r = comm.rank();
-  const std::size_t n = data.size();
-  if (n == 0 || first == last) return 0;
-  constexpr int tag_base = 0x5254;  // + step: the chunks of one step arrive in order
-  const int right = (r + 1) % p, left = (r + p - 1) % p;
-  const std::size_t chunk = std::max<std::size_t>(chunk_elements, 1), slots = std::max<std::size_t>(window, 1);
-  auto segment_of = [&](int i) { return ring_segment(n, p, ((i % p) + p) % p); };
+  ring_run(const ring_run&) = delete;
+  ring_run& operator=(const ring_run&) = delete;
 
-  // What travels: the data itself, or its image in the wire type.
-  if constexpr (!in_place)
-    if (work.wire.size() != n) {
-      work.wire.resize(n);
-      work.wire_list = span_list<W>({std::span<W>(work.wire)});
+  /// Handles every chunk that has arrived, in order, forwarding each; with `block`, waits
+  /// for the rest. Returns true once every message of the run has completed.
+  bool advance(bool block) {
+    if (done_) return true;
+    while (next_ < pieces_) {
+      if (!post_receives(block) || !complete(work_.received[next_], block)) return false;
+      handle(next_++);
     }
-  const span_list<W>& wire = [&]() -> const span_list<W>& {
-    if constexpr (in_place) return data;
-    else return work.wire_list;
-  }();
-  // Applies f(data piece, matching wire piece, absolute index of the piece's first element).
-  auto for_each_pair = [&](std::size_t begin, std::size_t size, auto&& f) {
-    data.for_each(begin, size, [&](std::size_t offset, std::span<T> d) {
-      if constexpr (in_place) f(d, d, begin + offset);
-      else f(d, std::span<W>(work.wire).subspan(begin + offset, d.size()), begin + offset);
-    });
-  };
+    for (; drained_ < work_.requests.size(); ++drained_)  // a finished request: at once
+      if (!complete(range{drained_, 1}, block)) return false;
+    if constexpr (in_place)
+      if (staged_)
+        original_.for_each(0, original_.size(), [&](std::size_t at, std::span<T> d) {
+          std::copy_n(work_.staged.begin() + static_cast<std::ptrdiff_t>(at), d.size(), d.begin());
+        });
+    done_ = true;
+    return true;
+  }
 
+  /// Grows whenever the run handles a chunk or sees a message complete.
+  std::size_t progress() const { return next_ + posted_ + drained_; }
+  std::size_t sent() const { return sent_; }
+
+ private:
   using piece = typename ring_workspace<C, W>::piece;
   using range = typename ring_workspace<C, W>::request_range;
-  work.pieces.clear();
-  work.first_piece.clear();
-  for (int step = first; step < last; ++step) {
-    work.first_piece.push_back(work.pieces.size());
-    const segment s = segment_of(r - step - 1);
-    for (std::size_t c = 0; c * chunk < s.size; ++c)
-      work.pieces.push_back(piece{step, c, s.begin + c * chunk, std::min(chunk, s.size - c * chunk)});
-  }
-  const std::size_t pieces = work.pieces.size();
-  work.slots.resize(slots * chunk);
-  work.requests.clear();
-  work.received.assign(pieces, {});
-  work.forwarded.assign(pieces, {});
-  work.first_sends.clear();
+  static constexpr bool in_place = std::is_same_v<T, W>;
+  static constexpr int tag_base = 0x5254;  // + step: the chunks of one step arrive in order
 
-  std::size_t sent = 0;
-  auto send = [&](std::size_t begin, std::size_t size, int step) {
-    range out{work.requests.size(), 0};
-    wire.for_each(begin, size, [&](std::size_t, std::span<W> s) {
-      work.requests.push_back(comm.isend(std::span<const W>(s), right, tag_base + step));
-      sent += s.size_bytes();
+  segment segment_of(int i) const { return ring_segment(data_.size(), p_, ((i % p_) + p_) % p_); }
+
+  /// What travels: the data itself, or its image in the wire type.
+  const span_list<W>& wire() const {
+    if constexpr (in_place) return data_;
+    else return work_.wire_list;
+  }
+
+  /// Applies f(data piece, matching wire piece, absolute index of the piece's first element).
+  template <class F>
+  void for_each_pair(std::size_t begin, std::size_t size, F&& f) const {
+    data_.for_each(begin, size, [&](std::size_t offset, std::span<T> d) {
+      if constexpr (in_place) f(d, d, begin + offset);
+      else f(d, std::span<W>(work_.wire).subspan(begin + offset, d.size()), begin + offset);
+    });
+  }
+
+  range send(std::size_t begin, std::size_t size, int step) {
+    range out{work_.requests.size(), 0};
+    wire().for_each(begin, size, [&](std::size_t, std::span<W> s) {
+      work_.requests.push_back(comm_.isend(std::span<const W>(s), right(), tag_base + step));
+      sent_ += s.size_bytes();
       ++out.count;
     });
     return out;
-  };
-  auto wait = [&](range rg) {
-    for (std::size_t k = rg.first; k < rg.first + rg.count; ++k) wait_yielding(comm, work.requests[k]);
-  };
-  // The first step sends from this rank's buffer; each later one forwards what arrived in
-  // the step before.
-  auto sends_of = [&](int step, std::size_t c) {
-    if (step == first) return work.first_sends[c];
-    return work.forwarded[work.first_piece[static_cast<std::size_t>(step - 1 - first)] + c];
-  };
-  auto post_receive = [&](std::size_t i) {
-    const piece& pc = work.pieces[i];
-    range in{work.requests.size(), 0};
-    if (pc.step < p - 1) {  // reduce-scatter: into a slot, to be added
-      W* slot = work.slots.data() + (i % slots) * chunk;
-      wire.for_each(pc.begin, pc.size, [&](std::size_t offset, std::span<W> s) {
-        work.requests.push_back(comm.irecv(std::span<W>(slot + offset, s.size()), left, tag_base + pc.step));
-        ++in.count;
-      });
-    } else {  // all-gather: straight into place, once this rank's send of that memory has left
-      // (a send of an earlier call has left: that call waited for all of its requests)
-      if (pc.step + 1 - p >= first) wait(sends_of(pc.step + 1 - p, pc.chunk));
-      wire.for_each(pc.begin, pc.size, [&](std::size_t, std::span<W> s) {
-        work.requests.push_back(comm.irecv(s, left, tag_base + pc.step));
-        ++in.count;
-      });
-    }
-    work.received[i] = in;
-  };
-
-  // This rank's own segment enters the sum (when the reduce-scatter is run) and leaves.
-  const segment own = segment_of(r - first);
-  for (std::size_t c = 0; c * chunk < own.size; ++c) {
-    const std::size_t begin = own.begin + c * chunk, size = std::min(chunk, own.size - c * chunk);
-    if (first == 0) for_each_pair(begin, size, [&](std::span<T> d, std::span<W> w, std::size_t at) { codec.enter(d, w, at); });
-    work.first_sends.push_back(send(begin, size, first));
   }
-  for (std::size_t i = 0; i < std::min(slots, pieces); ++i) post_receive(i);
-  for (std::size_t i = 0; i < pieces; ++i) {
-    const piece pc = work.pieces[i];
-    wait(work.received[i]);
-    if (pc.step < p - 1) {
-      // Add this rank's own values to the partial sum that arrived.
-      const W* in = work.slots.data() + (i % slots) * chunk;
-      const bool complete = pc.step == p - 2;
+
+  /// Whether the requests of `rg` have completed; with `block` (or a backend that cannot
+  /// test), waits until they have.
+  bool complete(range rg, bool block) {
+    for (std::size_t k = rg.first; k < rg.first + rg.count; ++k) {
+      if constexpr (Testable<C>)
+        if (!block) {
+          if (!comm_.test(work_.requests[k])) return false;
+          continue;
+        }
+      wait_yielding(comm_, work_.requests[k]);
+    }
+    return true;
+  }
+
+  /// The first step sends from this rank's buffer; each later one forwards what arrived in
+  /// the step before.
+  range sends_of(int step, std::size_t c) const {
+    if (step == first_) return work_.first_sends[c];
+    return work_.forwarded[work_.first_piece[static_cast<std::size_t>(step - 1 - first_)] + c];
+  }
+
+  /// Posts the receives of the chunks up to `window` ahead of the next one to handle.
+  /// Returns false where one cannot be posted yet (without `block`).
+  bool post_receives(bool block) {
+    for (; posted_ < pieces_ && posted_ < next_ + slots_; ++posted_) {
+      const piece& pc = work_.pieces[posted_];
+      range in{work_.requests.size(), 0};
+      if (pc.step < p_ - 1) {  // reduce-scatter: into a slot, to be added
+        W* slot = work_.slots.data() + (posted_ % slots_) * chunk_;
+        wire().for_each(pc.begin, pc.size, [&](std::size_t offset, std::span<W> s) {
+          work_.requests.push_back(comm_.irecv(std::span<W>(slot + offset, s.size()), left(), tag_base + pc.step));
+          ++in.count;
+        });
+      } else {  // all-gather: straight into place, once this rank's send of that memory has left
+        // (a send of an earlier run has left: that run completed all of its requests)
+        if (pc.step + 1 - p_ >= first_ && !complete(sends_of(pc.step + 1 - p_, pc.chunk), block)) return false;
+        wire().for_each(pc.begin, pc.size, [&](std::size_t, std::span<W> s) {
+          work_.requests.push_back(comm_.irecv(s, left(), tag_base + pc.step));
+          ++in.count;
+        });
+      }
+      work_.received[posted_] = in;
+    }
+    return true;
+  }
+
+  /// Chunk `i` has arrived: add this rank's values to the partial sum, or store the
+  /// finished values; then forward it.
+  void handle(std::size_t i) {
+    const piece pc = work_.pieces[i];
+    if (pc.step < p_ - 1) {
+      const W* in = work_.slots.data() + (i % slots_) * chunk_;
+      const bool complete_sum = pc.step == p_ - 2;
       for_each_pair(pc.begin, pc.size, [&](std::span<T> d, std::span<W> w, std::size_t at) {
-        codec.add(d, w, in + (at - pc.begin), at, complete);
+        codec_.add(d, w, in + (at - pc.begin), at, complete_sum);
       });
     } else {
-      for_each_pair(pc.begin, pc.size, [&](std::span<T> d, std::span<W> w, std::size_t) { codec.store(d, w); });
+      for_each_pair(pc.begin, pc.size, [&](std::span<T> d, std::span<W> w, std::size_t) { codec_.store(d, w); });
     }
-    if (pc.step + 1 < last) work.forwarded[i] = send(pc.begin, pc.size, pc.step + 1);
-    if (i + slots < pieces) post_receive(i + slots);
+    if (pc.step + 1 < last_) work_.forwarded[i] = send(pc.begin, pc.size, pc.step + 1);
   }
-  for (auto& request : work.requests) wait_yielding(comm, request);  // a finished request: at once
-  return sent;
+
+  int right() const { return (r_ + 1) % p_; }
+  int left() const { return (r_ + p_ - 1) % p_; }
+
+  C& comm_;
+  const ring_codec<T, W>& codec_;
+  ring_workspace<C, W>& work_;
+  span_list<T> data_, original_;  // what the ring reduces; the caller's list when that is a staged copy
+  bool staged_ = false, done_ = false;
+  int first_, last_, p_, r_;
+  std::size_t chunk_ = 1, slots_ = 1, pieces_ = 0, next_ = 0, posted_ = 0, drained_ = 0, sent_ = 0;
+};
+
+/// Steps [first, last) of the ring, to the end. Returns the bytes sent.
+template <Communicator C, Element T, Element W>
+std::size_t ring_steps(C& comm, const span_list<T>& data, const ring_codec<T, W>& codec, ring_workspace<C, W>& work,
+                       std::size_t chunk_elements, std::size_t window, int first, int last) {
+  ring_run<C, T, W> run(comm, data, codec, work, {chunk_elements, window}, first, last);
+  run.advance(true);
+  return run.sent();
 }
 
 }  // namespace detail
