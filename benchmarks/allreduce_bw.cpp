@@ -3,8 +3,10 @@
 //
 //   mpirun -np 2 ./allreduce_bw
 //
-// busbw = bytes / time * 2(n-1)/n (nccl-tests' definition), medians over rounds.
+// busbw = bytes / time * 2(n-1)/n (nccl-tests' definition), medians over rounds. Across
+// hosts, --link-gbit gives the links' rate and the summary the ring's share of it.
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -27,7 +29,8 @@ int main(int argc, char** argv) {
   strata::mpi::context ctx(argc, argv);
   bool quick = false;
   std::size_t min_bytes = std::size_t{4} << 10, max_bytes = std::size_t{128} << 20, chunk_kib = 256, window = 4;
-  std::size_t cross_chunk_kib = 60, cross_window = 8;
+  std::size_t cross_chunk_kib = 60, cross_window = 8, piece_kib = 4096;
+  double link_gbit = 0.0;
   int rounds = 9;
   CLI::App app{"all-reduce bus bandwidth: strata vs MPI_Allreduce"};
   app.add_flag("--quick", quick, "small sizes, few rounds (smoke test)");
@@ -41,6 +44,10 @@ int main(int argc, char** argv) {
                    "hierarchical: the chunk of the ring between nodes");
   examples::number(app, "--cross-window", cross_window, std::size_t{1}, std::size_t{1024},
                    "hierarchical: chunks in flight between nodes");
+  examples::number(app, "--link-gbit", link_gbit, 0.0, 1e6,
+                   "the rate of the links between hosts (Gbit/s): the summary then gives the ring's share of it");
+  examples::number(app, "--piece-kib", piece_kib, std::size_t{0}, std::size_t{1} << 21,
+                   "hierarchical: pieces the ring between nodes sums while the rings within work on others (0: one)");
   if (const auto status = examples::parse(app, argc, argv, "allreduce_bw", ctx.rank())) return *status;
   if (min_bytes > max_bytes) {
     if (ctx.rank() == 0) fmt::print(stderr, "allreduce_bw: --min-bytes {} is above --max-bytes {}\n", min_bytes, max_bytes);
@@ -56,16 +63,18 @@ int main(int argc, char** argv) {
   const strata::sync::allreduce_options options{.ring_chunk_bytes = chunk_kib << 10,
                                                 .ring_window = window,
                                                 .cross_node_chunk_bytes = cross_chunk_kib << 10,
-                                                .cross_node_window = cross_window};
+                                                .cross_node_window = cross_window,
+                                                .hierarchical_piece_bytes = piece_kib << 10};
   strata::sync::allreduce<strata::Ring, communicator, float> ring(options);
   strata::sync::allreduce<strata::Native, communicator, float> native(options);
   strata::sync::allreduce<strata::Tree, communicator, float> tree(options);
   strata::sync::allreduce<strata::Hierarchical, communicator, float> hierarchical(options);
 
   if (ctx.rank() == 0)
-    fmt::print("{:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>10}   (bus bandwidth GB/s, medians; {} ranks)\n", "bytes",
-               "ring", "tree", "hier", "native", "MPI", "ring/MPI", "nat/MPI", "tree/ring", ranks);
-  double ring_vs_mpi_64m = 0.0, native_vs_mpi_64m = 0.0, worst_ring_ge_1m = 1e9, worst_tree_below_64k = 1e9;
+    fmt::print("{:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>10} {:>10}   (bus bandwidth GB/s, medians; {} ranks)\n",
+               "bytes", "ring", "tree", "hier", "native", "MPI", "ring/MPI", "nat/MPI", "tree/ring", "hier/ring", ranks);
+  double ring_vs_mpi_64m = 0.0, native_vs_mpi_64m = 0.0, worst_ring_ge_1m = 1e9, worst_tree_below_64k = 1e9,
+         worst_hier_ge_16m = 1e9, worst_ring_link_ge_16m = 1e9;
   for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
     const std::size_t n = bytes / sizeof(float);
     std::vector<float> a(n, 1.0f), b(n, 1.0f), c(n, 1.0f), d(n, 1.0f), e(n, 1.0f);
@@ -86,18 +95,29 @@ int main(int argc, char** argv) {
     if (bytes < (64 << 10)) worst_tree_below_64k = std::min(worst_tree_below_64k, t_ring / t_tree);
     const double ring_ratio = t_mpi / t_ring, native_ratio = t_mpi / t_native;  // > 1: faster than MPI
     if (bytes >= (1 << 20)) worst_ring_ge_1m = std::min(worst_ring_ge_1m, ring_ratio);
+    if (bytes >= (16 << 20)) {
+      worst_hier_ge_16m = std::min(worst_hier_ge_16m, t_ring / t_hier);
+      // Every link of the ring carries the bus bandwidth, those between hosts included.
+      worst_ring_link_ge_16m = std::min(worst_ring_link_ge_16m, bus_gbps(bytes, t_ring, ranks) * 8.0 / link_gbit);
+    }
     if (bytes == (64 << 20)) {
       ring_vs_mpi_64m = ring_ratio;
       native_vs_mpi_64m = native_ratio;
     }
     if (ctx.rank() == 0)
-      fmt::print("{:>10} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>9.2f} {:>9.2f} {:>10.2f}\n", bytes,
+      fmt::print("{:>10} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>9.2f} {:>9.2f} {:>10.2f} {:>10.2f}\n", bytes,
                  bus_gbps(bytes, t_ring, ranks), bus_gbps(bytes, t_tree, ranks), bus_gbps(bytes, t_hier, ranks),
-                 bus_gbps(bytes, t_native, ranks), bus_gbps(bytes, t_mpi, ranks), ring_ratio, native_ratio, t_ring / t_tree);
+                 bus_gbps(bytes, t_native, ranks), bus_gbps(bytes, t_mpi, ranks), ring_ratio, native_ratio, t_ring / t_tree,
+                 t_ring / t_hier);
   }
+  const std::string link_share =
+      link_gbit > 0.0 && worst_ring_link_ge_16m != 1e9 ? fmt::format(" min_ring_link_share_ge_16MiB={:.3f}", worst_ring_link_ge_16m)
+                                                       : std::string();
   if (ctx.rank() == 0)
     fmt::print("summary: ranks={} ring_vs_mpi={:.3f} native_vs_mpi={:.3f} min_ring_vs_mpi_ge_1MiB={:.3f} "
-               "min_tree_vs_ring_below_64KiB={:.3f} (speed ratios, ring/native vs MPI at 64 MiB; >1 is faster)\n",
+               "min_tree_vs_ring_below_64KiB={:.3f} min_hier_vs_ring_ge_16MiB={:.3f}{} (speed ratios, ring/native vs "
+               "MPI at 64 MiB; >1 is faster; link share: bus bandwidth over --link-gbit)\n",
                ranks, ring_vs_mpi_64m, native_vs_mpi_64m, worst_ring_ge_1m == 1e9 ? 0.0 : worst_ring_ge_1m,
-               worst_tree_below_64k == 1e9 ? 0.0 : worst_tree_below_64k);
+               worst_tree_below_64k == 1e9 ? 0.0 : worst_tree_below_64k, worst_hier_ge_16m == 1e9 ? 0.0 : worst_hier_ge_16m,
+               link_share);
 }
