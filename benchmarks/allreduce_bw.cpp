@@ -107,17 +107,17 @@ int main(int argc, char** argv) {
     if (ctx.rank() == 0)
       fmt::print("{:>10} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>9.2f} {:>9.2f} {:>10.2f} {:>10.2f}\n", bytes,
                  bus_gbps(bytes, t_ring, ranks), bus_gbps(bytes, t_tree, ranks), bus_gbps(bytes, t_hier, ranks),
-                 bus_gbps(bytes, t_native, ranks), bus_gbps(bytes, t_mpi, ranks), ring_ratio, native_ratio, t_ring / t_tree,
-                 t_ring / t_hier);
+                 bus_gbps(bytes, t_native, ranks), bus_gbps(bytes, t_mpi, ranks), ring_ratio, native_ratio,
+                 t_ring / t_tree, t_ring / t_hier);
   }
-  const std::string link_share =
-      link_gbit > 0.0 && worst_ring_link_ge_16m != 1e9 ? fmt::format(" min_ring_link_share_ge_16MiB={:.3f}", worst_ring_link_ge_16m)
-                                                       : std::string();
+  const std::string link_share = link_gbit > 0.0 && worst_ring_link_ge_16m != 1e9
+                                     ? fmt::format(" min_ring_link_share_ge_16MiB={:.3f}", worst_ring_link_ge_16m)
+                                     : std::string();
   if (ctx.rank() == 0)
     fmt::print("summary: ranks={} ring_vs_mpi={:.3f} native_vs_mpi={:.3f} min_ring_vs_mpi_ge_1MiB={:.3f} "
                "min_tree_vs_ring_below_64KiB={:.3f} min_hier_vs_ring_ge_16MiB={:.3f}{} (speed ratios, ring/native vs "
                "MPI at 64 MiB; >1 is faster; link share: bus bandwidth over --link-gbit)\n",
                ranks, ring_vs_mpi_64m, native_vs_mpi_64m, worst_ring_ge_1m == 1e9 ? 0.0 : worst_ring_ge_1m,
-               worst_tree_below_64k == 1e9 ? 0.0 : worst_tree_below_64k, worst_hier_ge_16m == 1e9 ? 0.0 : worst_hier_ge_16m,
-               link_share);
+               worst_tree_below_64k == 1e9 ? 0.0 : worst_tree_below_64k,
+               worst_hier_ge_16m == 1e9 ? 0.0 : worst_hier_ge_16m, link_share);
 }

@@ -84,8 +84,9 @@ inline constexpr int tests_before_yielding = 256;
 template <PointToPoint C>
 void wait_yielding(C& comm, typename C::request& r) {
   if constexpr (Testable<C>) {
-    for (int tests = 1; !comm.test(r); ++tests)
-      if (tests >= tests_before_yielding) std::this_thread::yield();
+    for (int tests = 1; !comm.test(r);)  // (capped: a wait may outlast any count)
+      if (tests < tests_before_yielding) ++tests;
+      else std::this_thread::yield();
   } else {
     comm.wait(r);
   }

@@ -27,8 +27,9 @@ struct allreduce_options {
   /// waits in the link's queue and the ring stalls. Chunks under the limit leave at once.
   std::size_t cross_node_chunk_bytes = std::size_t{60} << 10;
   std::size_t cross_node_window = 8;
-  /// Hierarchical: a bucket is cut into pieces of about this size (0: one piece), so that
-  /// the ring between nodes sums one piece while the rings within a node work on others.
+  /// Hierarchical: a bucket is cut into pieces of about this size (under one element: one
+  /// piece), so that the ring between nodes sums one piece while the rings within a node
+  /// work on others.
   std::size_t hierarchical_piece_bytes = std::size_t{4} << 20;
 };
 

@@ -6,7 +6,8 @@
 // only its 1/L share across nodes, and the L ranks of a node use the links in parallel.
 //
 // The cross-node ring computes every element's result on one rank and the rest is copies,
-// so all ranks end bitwise identical.
+// so all ranks end bitwise identical. The buffer goes through these phases in pieces, the
+// rings within and between nodes running at once on different pieces.
 #include <algorithm>
 #include <cstddef>
 #include <map>
@@ -69,41 +70,22 @@ struct hierarchical_workspace {
   ring_workspace<C, T> within, across;
 };
 
-/// Averages `data` over all ranks of the communicator `groups` was split from, in place:
-/// the sum times `scale`. The rings within a node run as `within`, the ring between nodes
-/// as `across`. Returns the bytes this rank sent.
-///
-/// The buffer is cut into pieces of about `piece_elements` (0: one piece), so that while
-/// the ring between nodes sums one piece, the rings within the node reduce the next or
-/// spread one already summed: the network and the node's memory work at once. On each
-/// communicator the rings run one at a time and in the same order on every rank (the
-/// reduce-scatters of all pieces, then their all-gathers), as their messages must.
-template <Communicator C, Element T>
-std::size_t hierarchical_allreduce(node_groups<C>& groups, const span_list<T>& data, T scale,
-                                   hierarchical_workspace<C, T>& work, ring_pipeline within, ring_pipeline across,
-                                   std::size_t piece_elements) {
-  C& local = groups.local;
-  const std::size_t n = data.size();
-  constexpr std::size_t most_pieces = 1024;
-  const std::size_t pieces =
-      piece_elements == 0 ? 1 : std::clamp<std::size_t>((n + piece_elements - 1) / piece_elements, 1, most_pieces);
-  auto share_of = [&](const span_list<T>& piece) {
-    const segment share = ring_owned_segment(piece.size(), local.size(), local.rank());
-    return piece.slice(share.begin, share.size);
-  };
-  if (!Testable<C> || pieces == 1 || local.size() == 1 || groups.cross.size() == 1) {
-    std::size_t sent = ring_reduce_scatter(local, data, work.within, within.chunk_elements, within.window);
-    sent += ring_allreduce(groups.cross, share_of(data), scale, work.across, across.chunk_elements, across.window);
-    return sent + ring_allgather(local, data, work.within, within.chunk_elements, within.window);
-  }
+namespace detail {
 
+/// hierarchical_allreduce over `pieces` pieces of `data`, one ring within the node and one
+/// between nodes running at once, advanced in turn without blocking by this thread.
+template <Testable C, Element T>
+std::size_t hierarchical_in_pieces(node_groups<C>& groups, const span_list<T>& data, T scale,
+                                   hierarchical_workspace<C, T>& work, ring_pipeline within, ring_pipeline across,
+                                   std::size_t pieces) {
+  C& local = groups.local;
   auto piece_of = [&](std::size_t k) {
-    const segment s = ring_segment(n, static_cast<int>(pieces), static_cast<int>(k));
+    const segment s = ring_segment(data.size(), static_cast<int>(pieces), static_cast<int>(k));
     return data.slice(s.begin, s.size);
   };
   const ring_codec<T> plain{}, scaled{scale, {}};
   const int l = local.size(), x = groups.cross.size();
-  std::optional<detail::ring_run<C, T, T>> in_node, between;
+  std::optional<ring_run<C, T, T>> in_node, between;
   // Rings within the node started (the pieces' reduce-scatters, then their all-gathers) and
   // rings between nodes started, and of each the ones finished.
   std::size_t started_within = 0, reduced = 0, started_across = 0, summed = 0, sent = 0;
@@ -117,19 +99,22 @@ std::size_t hierarchical_allreduce(node_groups<C>& groups, const span_list<T>& d
     retired += run->progress();
     run.reset();
   };
-  int idle = 0;
+  int idle = 0;  // passes without activity, up to tests_before_yielding
   while (started_within < 2 * pieces || in_node || between) {
     const std::size_t before = activity();
     if (!in_node && started_within < 2 * pieces) {
       const bool gather = started_within >= pieces;
       const std::size_t k = gather ? started_within - pieces : started_within;
       if (!gather || k < summed) {  // a piece is spread once summed across nodes
-        in_node.emplace(local, piece_of(k), plain, work.within, within, gather ? l - 1 : 0, gather ? 2 * (l - 1) : l - 1);
+        const int first = gather ? l - 1 : 0, last = gather ? 2 * (l - 1) : l - 1;
+        in_node.emplace(local, piece_of(k), plain, work.within, within, first, last);
         ++started_within;
       }
     }
     if (!between && started_across < reduced) {
-      between.emplace(groups.cross, share_of(piece_of(started_across)), scaled, work.across, across, 0, 2 * (x - 1));
+      const span_list<T> piece = piece_of(started_across);
+      const segment share = ring_owned_segment(piece.size(), l, local.rank());
+      between.emplace(groups.cross, piece.slice(share.begin, share.size), scaled, work.across, across, 0, 2 * (x - 1));
       ++started_across;
     }
     if (in_node && in_node->advance(false)) {
@@ -141,9 +126,40 @@ std::size_t hierarchical_allreduce(node_groups<C>& groups, const span_list<T>& d
       finish(between);
     }
     if (activity() != before) idle = 0;
-    else if (++idle >= tests_before_yielding) std::this_thread::yield();
+    else if (idle < tests_before_yielding) ++idle;
+    else std::this_thread::yield();
   }
   return sent;
+}
+
+}  // namespace detail
+
+/// Averages `data` over all ranks of the communicator `groups` was split from, in place:
+/// the sum times `scale`. The rings within a node run as `within`, the ring between nodes
+/// as `across`. Returns the bytes this rank sent.
+///
+/// The buffer is cut into pieces of about `piece_elements` (0: one piece), so that while
+/// the ring between nodes sums one piece, the rings within the node reduce the next or
+/// spread one already summed: the network and the node's memory work at once. On each
+/// communicator the rings run one at a time and in the same order on every rank (the
+/// reduce-scatters of all pieces, then their all-gathers), as their messages must. A
+/// backend that cannot test a request without blocking runs the phases one after another.
+template <Communicator C, Element T>
+std::size_t hierarchical_allreduce(node_groups<C>& groups, const span_list<T>& data, T scale,
+                                   hierarchical_workspace<C, T>& work, ring_pipeline within, ring_pipeline across,
+                                   std::size_t piece_elements) {
+  C& local = groups.local;
+  constexpr std::size_t most_pieces = 1024;
+  const std::size_t wanted = piece_elements == 0 ? 1 : (data.size() + piece_elements - 1) / piece_elements;
+  const std::size_t pieces = std::clamp<std::size_t>(wanted, 1, most_pieces);
+  if constexpr (Testable<C>)
+    if (pieces > 1 && local.size() > 1 && groups.cross.size() > 1)
+      return detail::hierarchical_in_pieces(groups, data, scale, work, within, across, pieces);
+  std::size_t sent = ring_reduce_scatter(local, data, work.within, within.chunk_elements, within.window);
+  const segment share = ring_owned_segment(data.size(), local.size(), local.rank());
+  sent += ring_allreduce(groups.cross, data.slice(share.begin, share.size), scale, work.across, across.chunk_elements,
+                         across.window);
+  return sent + ring_allgather(local, data, work.within, within.chunk_elements, within.window);
 }
 
 }  // namespace strata::sync

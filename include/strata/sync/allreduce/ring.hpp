@@ -12,7 +12,8 @@
 // on exactly one rank and then copied, so all ranks end bitwise identical.
 //
 // The two halves also run alone (ring_reduce_scatter, ring_allgather): the hierarchical
-// all-reduce puts a cross-node all-reduce between them.
+// all-reduce puts a cross-node all-reduce between them. A ring is a run (detail::ring_run)
+// that can also be advanced without blocking, so that one thread drives two at once.
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -149,9 +150,9 @@ struct ring_workspace {
   span_list<W> wire_list;                     // `wire` as a buffer list (rebuilt when its size changes)
   std::vector<piece> pieces;                  // every received chunk, in order
   std::vector<std::size_t> first_piece;       // index of each step's first piece
-  std::vector<typename C::request> requests;  // all requests of one call
+  std::vector<typename C::request> requests;  // all requests of one run
   std::vector<request_range> received, forwarded, first_sends;
-  std::vector<W> staged;                      // a fragmented buffer list, gathered into one (see ring_steps)
+  std::vector<W> staged;                      // a fragmented buffer list, gathered into one (see ring_run)
 };
 
 /// Whether a buffer list is so finely cut (a tensor partitioned along an inner axis is one
@@ -185,7 +186,8 @@ class ring_run {
       // (Other wire types travel in work.wire, one contiguous buffer, already.)
       if (fragmented(data_)) {
         work_.staged.resize(data_.size());
-        data_.for_each(0, data_.size(), [&](std::size_t at, std::span<T> d) { std::ranges::copy(d, work_.staged.begin() + at); });
+        data_.for_each(0, data_.size(),
+                       [&](std::size_t at, std::span<T> d) { std::ranges::copy(d, work_.staged.begin() + at); });
         original_ = std::exchange(data_, span_list<T>({std::span<T>(work_.staged)}));
         staged_ = true;
       }
@@ -244,7 +246,7 @@ class ring_run {
     return true;
   }
 
-  /// Grows whenever the run handles a chunk or sees a message complete.
+  /// Grows whenever the run posts a receive, handles a chunk or sees a message complete.
   std::size_t progress() const { return next_ + posted_ + drained_; }
   std::size_t sent() const { return sent_; }
 
