@@ -73,20 +73,30 @@ concept Testable = PointToPoint<C> && requires(C& c, typename C::request& r) {
   { c.test(r) } -> std::same_as<bool>;
 };
 
-/// Tests of an awaited request before the waiting thread yields the core between tests.
-inline constexpr int tests_before_yielding = 256;
+/// The pace of a thread that tests for messages on a collective's path: a few hundred tests
+/// back to back (tens of microseconds: a message on shared memory has come by then), then
+/// a yield of the core before each further test, until something arrives (reset). OpenMPI's
+/// MPI_Wait spins without yielding: where threads outnumber cores (ranks sharing cores, the
+/// kernel's TCP work) a spinning wait holds the core that the awaited message needs.
+/// Yielding from the first test cost 4 KiB all-reduces half their speed.
+class yielding_tests {
+ public:
+  void idle() {
+    if (tests_ < tests_before_yielding) ++tests_;
+    else std::this_thread::yield();
+  }
+  void reset() { tests_ = 0; }
 
-/// Waits for `r`: where the backend can test, tests it, and after a few hundred tests (tens
-/// of microseconds: a message on shared memory has come by then) yields the core between
-/// tests. OpenMPI's MPI_Wait spins without yielding: where threads outnumber cores (ranks
-/// sharing cores, the kernel's TCP work) a spinning wait holds the core that the awaited
-/// message needs. Yielding from the first test cost 4 KiB all-reduces half their speed.
+ private:
+  static constexpr int tests_before_yielding = 256;
+  int tests_ = 0;
+};
+
+/// Waits for `r`: where the backend can test, tests it at the pace of yielding_tests.
 template <PointToPoint C>
 void wait_yielding(C& comm, typename C::request& r) {
   if constexpr (Testable<C>) {
-    for (int tests = 1; !comm.test(r);)  // (capped: a wait may outlast any count)
-      if (tests < tests_before_yielding) ++tests;
-      else std::this_thread::yield();
+    for (yielding_tests pace; !comm.test(r);) pace.idle();
   } else {
     comm.wait(r);
   }

@@ -14,7 +14,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -89,19 +88,21 @@ std::size_t hierarchical_in_pieces(node_groups<C>& groups, const span_list<T>& d
   // Rings within the node started (the pieces' reduce-scatters, then their all-gathers) and
   // rings between nodes started, and of each the ones finished.
   std::size_t started_within = 0, reduced = 0, started_across = 0, summed = 0, sent = 0;
-  std::size_t retired = 0;  // progress of the finished rings
-  auto activity = [&] {
-    return retired + started_within + started_across + (in_node ? in_node->progress() : 0) +
-           (between ? between->progress() : 0);
+  bool moved = false;  // in this pass, a ring started, finished or got on
+  // Advances `run`; once it has finished, counts its bytes and ends it.
+  auto finished = [&](std::optional<ring_run<C, T, T>>& run) {
+    const std::size_t before = run->progress();
+    const bool done = run->advance(false);
+    moved = moved || done || run->progress() != before;
+    if (done) {
+      sent += run->sent();
+      run.reset();
+    }
+    return done;
   };
-  auto finish = [&](auto& run) {
-    sent += run->sent();
-    retired += run->progress();
-    run.reset();
-  };
-  int idle = 0;  // passes without activity, up to tests_before_yielding
+  yielding_tests pace;
   while (started_within < 2 * pieces || in_node || between) {
-    const std::size_t before = activity();
+    moved = false;
     if (!in_node && started_within < 2 * pieces) {
       const bool gather = started_within >= pieces;
       const std::size_t k = gather ? started_within - pieces : started_within;
@@ -109,6 +110,7 @@ std::size_t hierarchical_in_pieces(node_groups<C>& groups, const span_list<T>& d
         const int first = gather ? l - 1 : 0, last = gather ? 2 * (l - 1) : l - 1;
         in_node.emplace(local, piece_of(k), plain, work.within, within, first, last);
         ++started_within;
+        moved = true;
       }
     }
     if (!between && started_across < reduced) {
@@ -116,18 +118,12 @@ std::size_t hierarchical_in_pieces(node_groups<C>& groups, const span_list<T>& d
       const segment share = ring_owned_segment(piece.size(), l, local.rank());
       between.emplace(groups.cross, piece.slice(share.begin, share.size), scaled, work.across, across, 0, 2 * (x - 1));
       ++started_across;
+      moved = true;
     }
-    if (in_node && in_node->advance(false)) {
-      if (started_within <= pieces) ++reduced;  // it was a reduce-scatter
-      finish(in_node);
-    }
-    if (between && between->advance(false)) {
-      ++summed;
-      finish(between);
-    }
-    if (activity() != before) idle = 0;
-    else if (idle < tests_before_yielding) ++idle;
-    else std::this_thread::yield();
+    if (in_node && finished(in_node) && started_within <= pieces) ++reduced;  // a reduce-scatter finished
+    if (between && finished(between)) ++summed;
+    if (moved) pace.reset();
+    else pace.idle();
   }
   return sent;
 }
