@@ -28,8 +28,11 @@ double bus_gbps(std::size_t bytes, double seconds, int ranks) {
 int main(int argc, char** argv) {
   strata::mpi::context ctx(argc, argv);
   bool quick = false;
-  std::size_t min_bytes = std::size_t{4} << 10, max_bytes = std::size_t{128} << 20, chunk_kib = 256, window = 4;
-  std::size_t cross_chunk_kib = 60, cross_window = 8, piece_kib = 4096;
+  constexpr strata::sync::allreduce_options defaults{};
+  std::size_t min_bytes = std::size_t{4} << 10, max_bytes = std::size_t{128} << 20;
+  std::size_t chunk_kib = defaults.ring_chunk_bytes >> 10, window = defaults.ring_window;
+  std::size_t cross_chunk_kib = defaults.cross_node_chunk_bytes >> 10, cross_window = defaults.cross_node_window,
+              piece_kib = defaults.hierarchical_piece_bytes >> 10;
   double link_gbit = 0.0;
   int rounds = 9;
   CLI::App app{"all-reduce bus bandwidth: strata vs MPI_Allreduce"};
@@ -87,7 +90,9 @@ int main(int argc, char** argv) {
         {"hierarchical", [&] { hierarchical(comm, hierarchical_buffer, 1.0f); }},
         {"mpi", [&] { MPI_Allreduce(MPI_IN_PLACE, c.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm.native_handle()); }},
     };
-    const int calls = static_cast<int>(std::clamp<std::size_t>((std::size_t{8} << 20) / bytes, 1, 200));
+    // A round moves at least 64 MiB: rounds of a few calls between barriers measured the
+    // barrier and the scheduler as much as the all-reduce (ring/MPI swung by 10% at 1-8 MiB).
+    const int calls = static_cast<int>(std::clamp<std::size_t>((std::size_t{64} << 20) / bytes, 1, 2000));
     bench::interleave(contenders, rounds, calls, [&] { MPI_Barrier(comm.native_handle()); });
     const double t_ring = bench::median(contenders[0].seconds), t_native = bench::median(contenders[1].seconds),
                  t_tree = bench::median(contenders[2].seconds), t_hier = bench::median(contenders[3].seconds),
