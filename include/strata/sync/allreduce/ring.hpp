@@ -81,9 +81,15 @@ struct ring_codec {
   /// for sending as `w`. A complete sum is scaled (in place) or rounded for everyone.
   void add(std::span<T> d, std::span<W> w, const W* in, std::size_t at, bool complete) const {
     if constexpr (in_place) {
-      for (std::size_t k = 0; k < d.size(); ++k) d[k] += in[k];
-      if (complete && scale != T{1})
-        for (T& x : d) x *= scale;
+      if (complete && scale != T{1})  // one pass: a chunk of 1 MiB is not in L1 for a second
+        for (std::size_t k = 0; k < d.size(); ++k) {
+          T sum = d[k];
+          sum += in[k];  // rounded to T, then scaled: as two passes would
+          sum *= scale;
+          d[k] = sum;
+        }
+      else
+        for (std::size_t k = 0; k < d.size(); ++k) d[k] += in[k];
     } else {
       blocks(d, w, in, at, complete);
     }
