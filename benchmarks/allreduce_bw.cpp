@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
          worst_hier_ge_16m = 1e9, worst_ring_link_ge_16m = 1e9;
   for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
     const std::size_t n = bytes / sizeof(float);
-    std::vector<float> a(n, 1.0f), b(n, 1.0f), c(n, 1.0f), d(n, 1.0f), e(n, 1.0f);
+    strata::host_vector<float> a(n, 1.0f), b(n, 1.0f), c(n, 1.0f), d(n, 1.0f), e(n, 1.0f);
     const strata::sync::span_list<float> ring_buffer({std::span<float>(a)}), native_buffer({std::span<float>(b)}),
         tree_buffer({std::span<float>(d)}), hierarchical_buffer({std::span<float>(e)});
     std::vector<bench::contender> contenders = {

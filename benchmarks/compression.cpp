@@ -36,7 +36,7 @@ struct codec_run {
 
 template <class S>
 codec_run make_run(std::string name, mpi::context& ctx, const std::vector<bench::tensor_shape>& shapes,
-                   std::vector<std::vector<float>>& params, std::vector<std::vector<float>>& grads,
+                   std::vector<strata::host_vector<float>>& params, std::vector<strata::host_vector<float>>& grads,
                    const executor_options& options) {
   using V = vector_strategy_t<S>;
   auto model = std::make_shared<model_of<S, V>>();
@@ -59,7 +59,7 @@ void run_model(mpi::context& ctx, const std::string& model_name, int rounds) {
   const auto shapes = model_name == "vgg16" ? bench::vgg16_shapes() : bench::resnet50_shapes();
   if (model_name == "vgg16") bench::expect_size(shapes, 32, 138'357'544);
   else bench::expect_size(shapes, 161, 25'557'032);
-  std::vector<std::vector<float>> params, grads;
+  std::vector<strata::host_vector<float>> params, grads;
   std::mt19937 rng(7u + static_cast<unsigned>(ctx.rank()));
   std::normal_distribution<float> normal(0.0f, 1e-3f);
   for (const auto& s : shapes) {

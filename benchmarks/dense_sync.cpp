@@ -55,12 +55,12 @@ int main(int argc, char** argv) {
   // Rings within each machine and across them (on one machine: a ring over its ranks).
   bench::executor_model<strata::Strategy<strata::AllReduce<strata::Hierarchical>>, bench::no_update> hierarchical(
       ctx, shapes, {}, options);
-  std::vector<float> flat(total, 1.0f);
+  strata::host_vector<float> flat(total, 1.0f);
   const MPI_Comm comm = ctx.collectives().native_handle();
 
   // The bound's memory traffic, on this rank's share of the bytes, every rank at once.
   const std::size_t share = total / static_cast<std::size_t>(ctx.size()) * static_cast<std::size_t>(ctx.size() - 1);
-  std::vector<float> received(total, 1.0f), own(total, 2.0f);
+  strata::host_vector<float> received(total, 1.0f), own(total, 2.0f);
   auto memory_bound = [&] {
     std::memcpy(received.data(), flat.data(), share * sizeof(float));  // reduce-scatter's incoming bytes
     float* __restrict sum = own.data();

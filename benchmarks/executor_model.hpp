@@ -12,7 +12,7 @@ namespace bench {
 
 template <class S, class O>
 struct executor_model {
-  std::vector<std::vector<float>> params, grads;
+  std::vector<strata::host_vector<float>> params, grads;
   strata::model<S> model;
   std::optional<strata::executor<strata::mpi::context, strata::model<S>, O>> exec;
 

@@ -81,19 +81,19 @@ int main(int argc, char** argv) {
 
   // The sparse table on the parameter server, 4 row shards placed by the plan.
   using Sparse = Strategy<PS<4>, Partition<0>, SparseRows>;
-  std::vector<float> table(rows * width, 0.01f);
+  strata::host_vector<float> table(rows * width, 0.01f);
   auto sparse_model = make_model(variable<Sparse>("embedding", table, {}, {rows, width}));
   auto ps = make_executor(ctx, sparse_model, optim::sgd{.lr = 0.01f});
 
   // The same table replicated, its whole gradient all-reduced every step.
   using Dense = Strategy<AllReduce<Ring>>;
-  std::vector<float> replica(rows * width, 0.01f), dense_grad(rows * width, 0.0f);
+  strata::host_vector<float> replica(rows * width, 0.01f), dense_grad(rows * width, 0.0f);
   auto dense_model = make_model(variable<Dense>("embedding", replica, dense_grad, {rows, width}));
   auto dense = make_executor(ctx, dense_model, bench::no_update{});
 
   // The same table replicated, only the touched rows all-gathered.
   using Gathered = Strategy<AllReduce<Ring>, SparseRows>;
-  std::vector<float> gathered_replica(rows * width, 0.01f);
+  strata::host_vector<float> gathered_replica(rows * width, 0.01f);
   auto gathered_model = make_model(variable<Gathered>("embedding", gathered_replica, {}, {rows, width}));
   auto gathered = make_executor(ctx, gathered_model, bench::no_update{});
 

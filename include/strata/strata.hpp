@@ -12,6 +12,7 @@
 #include "strata/exec/executor.hpp"
 #include "strata/exec/staged_executor.hpp"
 #include "strata/model/build.hpp"
+#include "strata/model/huge_pages.hpp"
 #include "strata/model/model.hpp"
 #include "strata/optim/dense_and_sparse.hpp"
 #include "strata/optim/optimizer.hpp"

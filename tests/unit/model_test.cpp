@@ -1,7 +1,14 @@
+#include <algorithm>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
+#include "strata/model/huge_pages.hpp"
 #include "strata/model/model.hpp"
 
 using namespace strata;
@@ -46,4 +53,53 @@ TEST_CASE("shapes take extents of any integer type, and refuse negative ones", "
   CHECK(variable<Dense>("w", w, g, {12u}).binding.shape == std::vector<std::size_t>{12});
   CHECK_THROWS_WITH(variable<Dense>("w", w, g, {negative, -4L}),
                     Catch::Contains("variable \"w\": extent 0 of its shape is -3; extents must be 0 or more"));
+}
+
+namespace {
+/// The THPeligible line of the mapping that holds `p` in /proc/self/smaps: 1 where the kernel
+/// may back it with huge pages; -1 where the mapping or the line is not found.
+int huge_page_eligible(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    std::uintptr_t begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR " ", &begin, &end) == 2 && line.find(':') > line.find('-'))
+      inside = begin <= at && at < end;
+    else if (inside && line.rfind("THPeligible:", 0) == 0)
+      return std::stoi(line.substr(12));
+  }
+  return -1;
+}
+
+std::string transparent_huge_pages_mode() {
+  std::ifstream mode("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string text;
+  std::getline(mode, text);
+  return text;
+}
+}  // namespace
+
+TEST_CASE("host_vector puts buffers of a huge page or more on huge pages, and smaller ones on the heap", "[model][memory]") {
+  host_vector<float> large(huge_page_bytes / sizeof(float) + 3, 1.5f), small(1000, 2.5f);
+  CHECK(reinterpret_cast<std::uintptr_t>(large.data()) % huge_page_bytes == 0);
+  CHECK(std::ranges::all_of(large, [](float x) { return x == 1.5f; }));
+  CHECK(std::ranges::all_of(small, [](float x) { return x == 2.5f; }));
+
+  // Growing across the threshold moves the contents onto a mapping of its own and back.
+  host_vector<int> grows;
+  for (int i = 0; i < static_cast<int>(huge_page_bytes / sizeof(int)) * 2; ++i) grows.push_back(i);
+  CHECK(grows[12345] == 12345);
+  CHECK(grows.back() == static_cast<int>(grows.size()) - 1);
+  grows.resize(10);
+  grows.shrink_to_fit();
+  CHECK(grows == host_vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+
+  const std::string mode = transparent_huge_pages_mode();
+  if (mode.empty() || mode.find("[never]") != std::string::npos) {
+    WARN("not checked whether the kernel may use huge pages: transparent huge pages are off here ("
+         << (mode.empty() ? std::string("no /sys/kernel/mm/transparent_hugepage") : mode) << ")");
+    return;
+  }
+  CHECK(huge_page_eligible(large.data()) == 1);
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "strata/comm/communicator.hpp"
+#include "strata/model/huge_pages.hpp"
 #include "strata/policy/collective.hpp"
 #include "strata/sync/allreduce/hierarchical.hpp"
 #include "strata/sync/allreduce/ring.hpp"
@@ -80,7 +81,7 @@ class allreduce<Native, C, T> {
     return contiguous_;
   }
 
-  std::vector<T> contiguous_;
+  host_vector<T> contiguous_;
 };
 
 /// strata's chunked, pipelined ring, in place on the buffers (no contiguous copy).

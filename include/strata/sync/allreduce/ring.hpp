@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "strata/comm/communicator.hpp"
+#include "strata/model/huge_pages.hpp"
 #include "strata/sync/span_list.hpp"
 
 namespace strata::sync {
@@ -151,14 +152,14 @@ struct ring_workspace {
   struct request_range {
     std::size_t first = 0, count = 0;
   };
-  std::vector<W> slots;                       // `window` chunk-sized receive buffers
-  std::vector<W> wire;                        // the buffer as it travels, when W is not the data type
+  host_vector<W> slots;                       // `window` chunk-sized receive buffers
+  host_vector<W> wire;                        // the buffer as it travels, when W is not the data type
   span_list<W> wire_list;                     // `wire` as a buffer list (rebuilt when its size changes)
   std::vector<piece> pieces;                  // every received chunk, in order
   std::vector<std::size_t> first_piece;       // index of each step's first piece
   std::vector<typename C::request> requests;  // all requests of one run
   std::vector<request_range> received, forwarded, first_sends;
-  std::vector<W> staged;                      // a fragmented buffer list, gathered into one (see ring_run)
+  host_vector<W> staged;                      // a fragmented buffer list, gathered into one (see ring_run)
 };
 
 /// Whether a buffer list is so finely cut (a tensor partitioned along an inner axis is one

@@ -35,6 +35,7 @@
 
 #include "strata/comm/communicator.hpp"
 #include "strata/error.hpp"
+#include "strata/model/huge_pages.hpp"
 #include "strata/optim/optimizer.hpp"
 #include "strata/sync/ps/plan.hpp"
 #include "strata/sync/ps/protocol.hpp"
@@ -114,7 +115,7 @@ class server {
   struct shard_state {
     const variable_plan* variable = nullptr;
     const shard_plan* plan = nullptr;
-    std::vector<float> values;
+    host_vector<float> values;  // random rows of a large table: huge pages spare the TLB
     typename O::state optimizer_state;
     std::vector<std::uint64_t> applied;  // per worker
     std::int64_t updates = 0;            // optimizer applications
