@@ -7,6 +7,8 @@
 // TLB far less. An allocation of at least one huge page is mapped on its own, aligned to a
 // huge page and advised as huge-page memory (Linux's transparent huge pages, in `madvise`
 // or `always` mode); smaller ones, and systems without the advice, get ordinary memory.
+// Under the kernel's default `defrag` setting a first touch may compact memory to find a
+// huge page: allocate such buffers once and keep them, as parameters and gradients are.
 #include <sys/mman.h>
 #include <unistd.h>
 
