@@ -103,3 +103,29 @@ TEST_CASE("host_vector puts buffers of a huge page or more on huge pages, and sm
   }
   CHECK(huge_page_eligible(large.data()) == 1);
 }
+
+TEST_CASE("a message buffer keeps its bytes across resizes and grows large messages onto whole huge pages",
+          "[model][memory]") {
+  message_bytes buffer;
+  resize_message(buffer, 100);
+  CHECK(buffer.size() == 100);
+  CHECK(buffer.capacity() < huge_page_bytes);  // small messages stay on the heap
+  for (std::size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<std::byte>(i);
+
+  // A quarter huge page or more: whole huge pages, aligned, and the first bytes kept.
+  resize_message(buffer, huge_page_bytes / 4 + 1);
+  CHECK(buffer.capacity() == huge_page_bytes);
+  CHECK(reinterpret_cast<std::uintptr_t>(buffer.data()) % huge_page_bytes == 0);
+  CHECK(buffer[99] == std::byte{99});
+  resize_message(buffer, huge_page_bytes + 1);
+  CHECK(buffer.capacity() == 2 * huge_page_bytes);
+  CHECK(buffer[42] == std::byte{42});
+
+  // Shrinking and growing again within the capacity moves nothing and writes nothing.
+  const std::byte* storage = buffer.data();
+  buffer[huge_page_bytes / 2] = std::byte{7};
+  resize_message(buffer, 10);
+  resize_message(buffer, huge_page_bytes);
+  CHECK(buffer.data() == storage);
+  CHECK(buffer[huge_page_bytes / 2] == std::byte{7});  // an allocator that zeroes what a resize adds fails here
+}

@@ -17,6 +17,8 @@
 #include <limits>
 #include <memory>
 #include <new>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace strata {
@@ -78,5 +80,37 @@ struct huge_page_allocator {
 /// gradients and tables that are synchronized.
 template <class T>
 using host_vector = std::vector<T, huge_page_allocator<T>>;
+
+/// A huge_page_allocator that leaves what a vector adds uninitialized (resize() writes
+/// nothing), for buffers whose every byte is written before it is read: a reused message
+/// buffer resized from a small message to a 1 MB one was zeroed whole first, a pass over
+/// the bytes as long as the copy that sends them.
+template <class T>
+struct uninitialized_allocator : huge_page_allocator<T> {
+  uninitialized_allocator() = default;
+  template <class U>
+  uninitialized_allocator(const uninitialized_allocator<U>&) noexcept {}
+
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;  // default-initialized: no bytes written for std::byte
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    std::construct_at(p, std::forward<Args>(args)...);
+  }
+};
+
+/// The bytes of a message: resized without being written.
+using message_bytes = std::vector<std::byte, uninitialized_allocator<std::byte>>;
+
+/// Sizes a reused message buffer to `bytes`, writing nothing. A buffer of a quarter huge page
+/// or more takes whole huge pages when it grows: within a machine the receiver copies straight
+/// out of it, pinning its pages one by one.
+inline void resize_message(message_bytes& buffer, std::size_t bytes) {
+  if (bytes > buffer.capacity() && bytes >= huge_page_bytes / 4)
+    buffer.reserve((bytes + huge_page_bytes - 1) / huge_page_bytes * huge_page_bytes);
+  buffer.resize(bytes);
+}
 
 }  // namespace strata

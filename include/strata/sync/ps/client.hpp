@@ -73,7 +73,7 @@ class client {
     begin_pushes(clock);
     const variable_plan& var = plan_->variables[v];
     for (std::size_t k = 0; k < var.shards.size(); ++k) {
-      std::vector<std::byte>& payload = payload_buffer(optimizer, var.shards[k].elements * sizeof(float));
+      message_bytes& payload = payload_buffer(optimizer, var.shards[k].elements * sizeof(float));
       std::byte* out = payload.data() + sizeof(O);
       for (const element_range& r : var.shards[k].blocks) {
         std::memcpy(out, grad.data() + r.offset, r.size * sizeof(float));
@@ -97,7 +97,7 @@ class client {
       std::size_t end = begin;
       while (end < slots.size() && var.shard_of_row(rows[slots[end]]) == k) ++end;
       const std::size_t n = end - begin;
-      std::vector<std::byte>& payload = payload_buffer(optimizer, n * (sizeof(std::uint32_t) + row_bytes));
+      message_bytes& payload = payload_buffer(optimizer, n * (sizeof(std::uint32_t) + row_bytes));
       std::byte* row_out = payload.data() + sizeof(O);
       std::byte* value_out = row_out + n * sizeof(std::uint32_t);
       for (std::size_t i = begin; i < end; ++i) {
@@ -228,12 +228,12 @@ class client {
     payloads_in_use_ = 0;
   }
 
-  std::vector<std::byte>& payload_buffer(const O& optimizer, std::size_t bytes) {
+  message_bytes& payload_buffer(const O& optimizer, std::size_t bytes) {
     // Buffers are reused from update to update: allocating megabytes each time costs more
     // in page faults than sending them.
     if (payloads_in_use_ == payloads_.size()) payloads_.emplace_back();
-    std::vector<std::byte>& payload = payloads_[payloads_in_use_++];
-    payload.resize(sizeof(O) + bytes);
+    message_bytes& payload = payloads_[payloads_in_use_++];
+    resize_message(payload, sizeof(O) + bytes);
     std::memcpy(payload.data(), &optimizer, sizeof(O));
     return payload;
   }
@@ -273,8 +273,8 @@ class client {
     reply_header header;
     receive(*comm_, host, reply_tag, std::as_writable_bytes(std::span<reply_header>(&header, 1)));
     const trace::span traced("reply", "ps", header.payload_bytes, [&] { return fmt::format("from rank {}", host); });
-    std::vector<std::byte>& payload = reply_;
-    payload.resize(header.payload_bytes);
+    message_bytes& payload = reply_;
+    resize_message(payload, header.payload_bytes);
     if (!payload.empty()) receive(*comm_, host, reply_payload_tag, payload);
     const auto at = expected_.find({header.variable, header.shard});
     if (header.failed) {
@@ -318,10 +318,10 @@ class client {
   C* comm_;
   const plan* plan_;
   outbox<C> outbox_;
-  std::deque<std::vector<std::byte>> payloads_;  // push payloads until their sends complete
+  std::deque<message_bytes> payloads_;  // push payloads until their sends complete
   std::size_t payloads_in_use_ = 0;
   std::uint64_t pushing_clock_ = ~std::uint64_t{0};  // the update whose pushes were posted last
-  std::vector<std::byte> reply_;
+  message_bytes reply_;
   std::map<std::pair<std::uint32_t, std::uint32_t>, destination> expected_;
   bool recording_ = false;
   std::vector<read_record> reads_;

@@ -22,6 +22,7 @@
 
 #include "strata/comm/communicator.hpp"
 #include "strata/detail/backoff.hpp"
+#include "strata/model/huge_pages.hpp"
 
 namespace strata::sync::ps {
 
@@ -92,7 +93,7 @@ class outbox {
     if (!payload.empty()) m.requests.push_back(comm.isend(payload, dest, payload_tag));
   }
   template <class Header>
-  void send(C& comm, int dest, int header_tag, int payload_tag, const Header& header, std::vector<std::byte>&& payload) {
+  void send(C& comm, int dest, int header_tag, int payload_tag, const Header& header, message_bytes&& payload) {
     message& m = start(comm, dest, header_tag, header);
     m.owned = std::move(payload);
     if (!m.owned.empty()) m.requests.push_back(comm.isend(std::span<const std::byte>(m.owned), dest, payload_tag));
@@ -107,7 +108,7 @@ class outbox {
 
   /// Forgets the messages that were delivered, moving the payloads they owned into `spare`
   /// for reuse; true if any was.
-  bool collect(C& comm, std::vector<std::vector<std::byte>>& spare) {
+  bool collect(C& comm, std::vector<message_bytes>& spare) {
     const auto before = messages_.size();
     std::erase_if(messages_, [&](message& m) {
       if (!delivered(comm, m)) return false;
@@ -127,7 +128,8 @@ class outbox {
 
  private:
   struct message {
-    std::vector<std::byte> header, owned;
+    std::vector<std::byte> header;
+    message_bytes owned;
     std::vector<typename C::request> requests;
   };
 

@@ -157,15 +157,20 @@ class server {
     return !outbox_.empty() && std::chrono::steady_clock::now() - last_delivery_ < std::chrono::milliseconds(5);
   }
 
-  /// A buffer for a reply's payload: a delivered one when there is one (allocating megabytes
-  /// per reply costs page faults).
-  std::vector<std::byte> take_buffer(std::size_t bytes) {
-    std::vector<std::byte> buffer;
+  /// A buffer for a reply's payload: the smallest delivered one that holds it, else the
+  /// largest (allocating megabytes per reply costs page faults).
+  message_bytes take_buffer(std::size_t bytes) {
+    message_bytes buffer;
     if (!spare_.empty()) {
-      buffer = std::move(spare_.back());
-      spare_.pop_back();
+      const auto holds = [&](const message_bytes& b) { return b.capacity() >= bytes; };
+      const auto best = std::ranges::min_element(spare_, [&](const message_bytes& a, const message_bytes& b) {
+        if (holds(a) != holds(b)) return holds(a);
+        return holds(a) ? a.capacity() < b.capacity() : a.capacity() > b.capacity();
+      });
+      buffer = std::move(*best);
+      spare_.erase(best);
     }
-    buffer.resize(bytes);
+    resize_message(buffer, bytes);
     return buffer;
   }
 
@@ -173,8 +178,8 @@ class server {
   bool handle(int worker) {
     request_header header;
     receive(*comm_, worker, request_tag, std::as_writable_bytes(std::span<request_header>(&header, 1)));
-    std::vector<std::byte>& payload = request_;  // reused: allocating megabytes per request costs page faults
-    payload.resize(header.payload_bytes);
+    message_bytes& payload = request_;  // reused: allocating megabytes per request costs page faults
+    resize_message(payload, header.payload_bytes);
     if (!payload.empty()) receive(*comm_, worker, request_payload_tag, payload);
     if (header.kind == op::done) return true;
     try {
@@ -362,7 +367,7 @@ class server {
     const bool bsp = shard.variable->strategy.consistency == consistency_kind::bsp;
     shard.updates = static_cast<std::int64_t>(header.clock) * (bsp ? 1 : comm_->size());
     shard.clocks.clear();
-    std::vector<std::byte> ack = take_buffer(shard.applied.size() * sizeof(std::uint64_t));
+    message_bytes ack = take_buffer(shard.applied.size() * sizeof(std::uint64_t));
     std::memcpy(ack.data(), shard.applied.data(), ack.size());
     send_reply(worker, {.variable = variable_index(shard), .shard = shard_index(shard)}, std::move(ack));
     answer_parked(shard);
@@ -391,7 +396,7 @@ class server {
     const trace::span traced("answer", "ps", values * sizeof(float), [&] {
       return fmt::format("\"{}\" shard {} to rank {}, clock {}", shard.variable->binding.name, shard_index(shard), p.worker, p.clock);
     });
-    std::vector<std::byte> payload = take_buffer(shard.applied.size() * sizeof(std::uint64_t) + values * sizeof(float));
+    message_bytes payload = take_buffer(shard.applied.size() * sizeof(std::uint64_t) + values * sizeof(float));
     std::memcpy(payload.data(), shard.applied.data(), shard.applied.size() * sizeof(std::uint64_t));
     float* out = reinterpret_cast<float*>(payload.data() + shard.applied.size() * sizeof(std::uint64_t));
     if (p.snapshot) {
@@ -411,14 +416,14 @@ class server {
       message = std::move(errors_[worker]);
       errors_.erase(worker);
     }
-    std::vector<std::byte> bytes = take_buffer(message.size());
+    message_bytes bytes = take_buffer(message.size());
     std::memcpy(bytes.data(), message.data(), message.size());
     send_reply(worker, {.variable = header.variable, .shard = header.shard, .failed = 1}, std::move(bytes));
   }
 
   /// Starts sending a reply (its header's payload_bytes set here, from the payload) and
   /// returns: deliver() completes it once the worker received it.
-  void send_reply(int worker, reply_header header, std::vector<std::byte> payload) {
+  void send_reply(int worker, reply_header header, message_bytes payload) {
     header.payload_bytes = payload.size();
     if (outbox_.empty()) last_delivery_ = std::chrono::steady_clock::now();  // the clock of delivering_recently
     outbox_.send(*comm_, worker, reply_tag, reply_payload_tag, header, std::move(payload));
@@ -436,9 +441,9 @@ class server {
   std::map<std::uint64_t, shard_state> shards_;
   std::map<int, std::string> errors_;  // per worker: a rejected push, reported with its next pull
   outbox<C> outbox_;                           // replies in flight, each owning its payload
-  std::vector<std::vector<std::byte>> spare_;  // payload buffers of delivered replies
+  std::vector<message_bytes> spare_;  // payload buffers of delivered replies
   std::chrono::steady_clock::time_point last_delivery_{};
-  std::vector<std::byte> request_;
+  message_bytes request_;
   std::vector<float> scaled_;
   memory_use held_;
   std::thread thread_;
