@@ -419,3 +419,54 @@ TEST_CASE("a parameter-server checkpoint restores into another shard placement",
     }));
   }
 }
+
+TEST_CASE("a sharded tensor saved as many slices restores into ranges that cut across them, each element once",
+          "[checkpoint][resharding]") {
+  // Saved by 2 ranks in slices of 7 elements dealt round-robin (as a table's blocks of rows
+  // are), restored by 3 ranks holding contiguous ranges that start and end inside slices.
+  constexpr std::size_t n = 200, slice = 7;
+  std::vector<float> truth(n);
+  for (std::size_t i = 0; i < n; ++i) truth[i] = 0.5f * static_cast<float>(i) + 1.0f;
+  temporary_folder folder;
+  const ckpt::store store(folder.path);
+  const auto save = [&](bool twice) {
+    loopback::run(2, [&](loopback::context& ctx) {
+      const int rank = ctx.collectives().rank();
+      std::vector<float> held = truth;  // each rank hands over views of its slices
+      ckpt::state_set set;
+      for (std::size_t b = 0, first = 0; first < n; first += slice, ++b)
+        if (static_cast<int>(b % 2) == rank || (twice && b == 3))  // slice 3 once more, from rank 0: a corrupt save
+          set.add({"t", {n}, ckpt::sharing::sharded, std::span(held).subspan(first, std::min(slice, n - first)), false, first});
+      store.save(ctx.collectives(), twice ? 2 : 1, set);
+    });
+  };
+  save(false);
+  save(true);
+
+  const auto restore = [&](std::int64_t step) {
+    std::vector<float> restored(n, -1.0f);
+    std::vector<std::string> errors(3);
+    loopback::run(3, [&](loopback::context& ctx) {
+      const int rank = ctx.collectives().rank();
+      const std::size_t first = n * static_cast<std::size_t>(rank) / 3, last = n * static_cast<std::size_t>(rank + 1) / 3;
+      ckpt::state_set set;
+      set.add({"t", {n}, ckpt::sharing::sharded, std::span(restored).subspan(first, last - first), false, first});
+      try {
+        store.restore(ctx.collectives(), step, set);
+      } catch (const ckpt::checkpoint_error& e) {
+        errors[static_cast<std::size_t>(rank)] = e.what();
+      }
+    });
+    return std::pair{restored, errors};
+  };
+  const auto [restored, errors] = restore(1);
+  CHECK(restored == truth);
+  for (const std::string& e : errors) CHECK(e.empty());
+
+  // Slice 3 (elements [21, 28), in rank 0's range) saved twice: rank 0 says so, and every rank
+  // refuses the restore.
+  const auto [unused, refused] = restore(2);
+  CHECK_THAT(refused[0], Catch::Contains("\"t\" exactly once with its slices (element 28 of [0, 66)"));
+  CHECK_THAT(refused[1], Catch::Contains("rank 0 failed"));
+  CHECK_THAT(refused[2], Catch::Contains("rank 0 failed"));
+}

@@ -267,7 +267,8 @@ class store {
     // A sharded tensor is checked only in its rank's range, so one rank may refuse what the
     // others took: they agree before the restore hooks, which may run collectives.
     try {
-      for (const tensor_state& t : state.tensors()) fill(t, records, comm.rank(), comm.size(), folder);
+      const records_by_name index = index_records(records);
+      for (const tensor_state& t : state.tensors()) fill(t, index, comm.rank(), comm.size(), folder);
     } catch (const checkpoint_error& e) {
       failure = e.what();
     }
@@ -439,26 +440,52 @@ class store {
     return result;
   }
 
+  /// Each tensor's records, in order of their first element. A parameter server's sparse
+  /// table is saved as thousands of slices (its shards' blocks of rows), and restoring each
+  /// from a search of every record took time quadratic in them.
+  using records_by_name = std::map<std::string_view, std::vector<const record*>>;
+  static records_by_name index_records(const std::vector<record>& records) {
+    records_by_name index;
+    for (const record& r : records)
+      if (r.kind != record_kind::blob) index[r.name].push_back(&r);
+    for (auto& [name, list] : index) std::ranges::stable_sort(list, {}, [](const record* r) { return r->begin; });
+    return index;
+  }
+
   /// Fills one tensor from the records: a replicated tensor, or a sharded range of one, from
   /// the slices that intersect it; a rank-local one from the old ranks that map to this rank.
-  static void fill(const tensor_state& t, const std::vector<record>& records, int rank, int size,
+  static void fill(const tensor_state& t, const records_by_name& index, int rank, int size,
                    const std::filesystem::path& folder) {
     const std::vector<std::uint64_t> shape = detail::to_u64(t.shape);
-    std::size_t found = 0;
+    const auto named = index.find(t.name);
+    const std::span<const record* const> all = named == index.end() ? std::span<const record* const>() : named->second;
+    const std::size_t found = all.size();
     // The elements this rank fills: the whole tensor, or its shard's range.
     const std::uint64_t first = t.how == sharing::sharded ? t.begin : 0, last = first + t.data.size();
+    // The records that may intersect it: those that start before it and reach into it, then
+    // those that start inside it.
+    std::span<const record* const> near = all;
+    if (t.how != sharing::rank_local) {
+      const auto starts = [](const record* r) { return r->begin; };
+      auto from = std::ranges::lower_bound(all, first, {}, starts);
+      while (from != all.begin() && (*(from - 1))->begin + (*(from - 1))->count > first) --from;
+      near = {from, std::ranges::lower_bound(all, last, {}, starts)};
+    }
     struct part {
       std::uint64_t begin, end;  // of a slice's part in range
     };
     std::vector<part> slices;
     if (t.how == sharing::rank_local) std::fill(t.data.begin(), t.data.end(), 0.0f);
-    for (const record& r : records) {
-      if (r.kind == record_kind::blob || r.name != t.name) continue;
+    const auto check_shape = [&](const record& r) {
       if (r.shape != shape)
         throw checkpoint_error(text::cat("checkpoint ", folder.string(), " holds \"", t.name, "\" with shape [",
                                          text::join(r.shape, ","), "], but the model's is [", text::join(shape, ","),
                                          "]; restore into a model with the same variables"));
-      ++found;
+    };
+    if (!all.empty()) check_shape(*all.front());  // also where none of its slices is in this rank's range
+    for (const record* each : near) {
+      const record& r = *each;
+      check_shape(r);
       if (t.how != sharing::rank_local) {
         const std::uint64_t from = std::max(first, r.begin), to = std::min(last, r.begin + r.count);
         if (from >= to) continue;
