@@ -2,6 +2,7 @@
 // server-side optimizers, sparse rows, BSP against all-reduce, the SSP bound and its
 // checker, and the errors of bad requests and silent servers.
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <random>
@@ -103,6 +104,44 @@ TEST_CASE("rows are ordered stably by the radix sort, for tables of every size",
     CHECK(sync::unique_sorted_rows(rows) == unique);
   }
   CHECK(sync::positions_by_row(std::vector<std::uint32_t>{}).empty());
+}
+
+TEST_CASE("a gradient given with the ids a pull indexed sums as one given afresh, bit for bit", "[ps][sparse]") {
+  std::mt19937 engine(7);
+  std::uniform_int_distribution<std::uint32_t> row(0, 40);
+  std::normal_distribution<float> value(0.0f, 1.0f);
+  std::vector<std::uint32_t> ids(300);
+  std::vector<float> values(ids.size() * 3);
+  for (auto& id : ids) id = row(engine);
+  for (auto& v : values) v = value(engine);
+  values[4] = -0.0f;  // a row's first value of -0: 0.0f + -0.0f is +0, both ways
+  ids[1] = ids[0];
+
+  sync::row_sums fresh(3), known(3);
+  fresh.add(ids, values);
+  sync::indexed_ids pulled;
+  pulled.index(ids);
+  CHECK(pulled.sorted_rows() == sync::unique_sorted_rows(ids));
+  CHECK(pulled.holds(ids));
+  known.add_indexed(pulled, values);
+  CHECK_FALSE(pulled.holds(ids));  // given up to the sums: used once
+  CHECK(std::ranges::equal(known.rows(), fresh.rows()));
+  CHECK(known.slots_by_row() == fresh.slots_by_row());
+  CHECK(std::memcmp(known.sums().data(), fresh.sums().data(), fresh.sums().size_bytes()) == 0);
+
+  // A second micro-batch adds as add() does, and the order by row is computed again.
+  const std::vector<std::uint32_t> more = {41, 2};
+  const std::vector<float> more_values = {1, 2, 3, 4, 5, 6};
+  known.add(more, more_values);
+  fresh.add(more, more_values);
+  CHECK(known.slots_by_row() == fresh.slots_by_row());
+  CHECK(std::memcmp(known.sums().data(), fresh.sums().data(), fresh.sums().size_bytes()) == 0);
+
+  // Other ids are not taken for the indexed ones.
+  pulled.index(ids);
+  std::vector<std::uint32_t> changed = ids;
+  changed[7] = 41;
+  CHECK_FALSE(pulled.holds(changed));
 }
 
 TEST_CASE("dense push and pull over uneven shards", "[ps]") {

@@ -48,8 +48,10 @@ class ps_synchronizer {
       resources.collectives.broadcast(variables_.back().param, 0);
     }
     handled_.assign(variables_.size(), false);
-    if constexpr (sparse)
+    if constexpr (sparse) {
       for (const variable_binding& v : variables_) gradients_.emplace_back(row_width(v));
+      pulled_.resize(variables_.size());
+    }
     accumulated_.resize(variables_.size());
   }
 
@@ -91,7 +93,8 @@ class ps_synchronizer {
     requires sparse
   {
     check_sparse_gradient(variables_[k], rows, values);
-    gradients_[k].add(rows, values);
+    if (gradients_[k].empty() && pulled_[k].holds(rows)) gradients_[k].add_indexed(pulled_[k], values);
+    else gradients_[k].add(rows, values);
   }
 
   /// Fetches rows of sparse variable `k` into its bound table, as fresh as the consistency
@@ -101,7 +104,8 @@ class ps_synchronizer {
     requires sparse
   {
     check_rows(variables_[k], rows, "pull");
-    const std::vector<std::uint32_t> unique_rows = unique_sorted_rows(rows, pulled_rows_);
+    pulled_[k].index(rows);  // kept for the gradient of these rows
+    const std::vector<std::uint32_t> unique_rows = pulled_[k].sorted_rows();
     service_->worker().pull_sparse(plan_index_[k], unique_rows, variables_[k].param, static_cast<std::uint64_t>(update - 1));
     complete(deadline);
   }
@@ -211,7 +215,7 @@ class ps_synchronizer {
   std::vector<std::size_t> plan_index_;
   std::vector<bool> handled_;  // this micro-batch's gradient was taken
   std::vector<row_sums> gradients_;  // sparse: this update's rows, combined as they are given
-  row_index pulled_rows_;            // sparse: the scratch of a pull's unique rows
+  std::vector<indexed_ids> pulled_;  // sparse: the ids of each variable's last pull
   std::vector<std::vector<float>> accumulated_;  // dense: the micro-batches' sum so far
 };
 

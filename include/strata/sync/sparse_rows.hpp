@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -135,6 +136,37 @@ class row_index {
   std::vector<std::uint32_t> rows_;
 };
 
+/// A batch's ids as a pull indexed them, kept for the gradient of the same batch: a worker
+/// pulls the rows a batch needs and then gives their gradient with the same ids, and
+/// combining the gradient hashed every id a second time and sorted the rows again.
+class indexed_ids {
+ public:
+  /// Indexes `ids`: their unique rows by first appearance, each id's slot, the slots by row.
+  void index(std::span<const std::uint32_t> ids) {
+    ids_.assign(ids.begin(), ids.end());
+    index_.clear();
+    slots_.resize(ids.size());
+    for (std::size_t i = 0; i < ids.size(); ++i) slots_[i] = index_.slot(ids[i]);
+    by_row_ = index_.slots_by_row();
+    fresh_ = true;
+  }
+  /// Whether these are the ids last indexed, not yet taken.
+  bool holds(std::span<const std::uint32_t> ids) const { return fresh_ && std::ranges::equal(ids, ids_); }
+
+  /// The unique rows, sorted.
+  std::vector<std::uint32_t> sorted_rows() const {
+    std::vector<std::uint32_t> sorted(by_row_.size());
+    for (std::size_t i = 0; i < by_row_.size(); ++i) sorted[i] = index_.rows()[by_row_[i]];
+    return sorted;
+  }
+
+ private:
+  friend class row_sums;
+  std::vector<std::uint32_t> ids_, slots_, by_row_;
+  row_index index_;
+  bool fresh_ = false;
+};
+
 /// `rows` once each, sorted.
 inline std::vector<std::uint32_t> unique_sorted_rows(std::span<const std::uint32_t> rows, row_index& scratch) {
   scratch.clear();
@@ -155,6 +187,7 @@ class row_sums {
   explicit row_sums(std::size_t width = 1) : width_(width) {}
 
   void add(std::span<const std::uint32_t> rows, std::span<const float> values) {
+    by_row_.reset();
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const std::size_t at = std::size_t{index_.slot(rows[i])} * width_;
       if (at == sums_.size()) sums_.resize(at + width_, 0.0f);
@@ -172,17 +205,41 @@ class row_sums {
   std::span<const float> sum(std::size_t slot) const {
     return std::span<const float>(sums_).subspan(slot * width_, width_);
   }
-  std::vector<std::uint32_t> slots_by_row() const { return index_.slots_by_row(); }
+  std::vector<std::uint32_t> slots_by_row() const { return by_row_ ? *by_row_ : index_.slots_by_row(); }
+
+  /// add(ids, values) into empty sums, where `known` indexed these ids (and gives its index
+  /// up): the same sums, bit for bit, without hashing an id or sorting a row again.
+  void add_indexed(indexed_ids& known, std::span<const float> values) {
+    if (!empty() || !known.fresh_) throw usage_error("internal: add_indexed needs empty sums and freshly indexed ids");
+    std::swap(index_, known.index_);
+    by_row_ = std::move(known.by_row_);
+    known.fresh_ = false;
+    sums_.resize(index_.size() * width_);
+    std::uint32_t seen = 0;  // slots are numbered by first appearance
+    for (std::size_t i = 0; i < known.slots_.size(); ++i) {
+      const std::uint32_t slot = known.slots_[i];
+      float* sum = sums_.data() + std::size_t{slot} * width_;
+      const float* value = values.data() + i * width_;
+      if (slot == seen) {  // the row's first entry
+        for (std::size_t j = 0; j < width_; ++j) sum[j] = 0.0f + value[j];  // as add(): from 0.0f
+        ++seen;
+      } else {
+        for (std::size_t j = 0; j < width_; ++j) sum[j] += value[j];
+      }
+    }
+  }
 
   void clear() {
     index_.clear();
     sums_.clear();
+    by_row_.reset();
   }
 
  private:
   std::size_t width_;
   row_index index_;
   std::vector<float> sums_;  // size() rows of width_
+  std::optional<std::vector<std::uint32_t>> by_row_;  // the slots by row, where known
 };
 
 }  // namespace strata::sync
