@@ -440,9 +440,10 @@ class store {
     return result;
   }
 
-  /// Each tensor's records, in order of their first element. A parameter server's sparse
-  /// table is saved as thousands of slices (its shards' blocks of rows), and restoring each
-  /// from a search of every record took time quadratic in them.
+  /// Each tensor's records, in order of their first element. A shard of many blocks (a
+  /// parameter-server variable partitioned along an inner axis has one per outer index) is
+  /// saved as as many slices, and restoring each from a search of every record took time
+  /// quadratic in them.
   using records_by_name = std::map<std::string_view, std::vector<const record*>>;
   static records_by_name index_records(const std::vector<record>& records) {
     records_by_name index;

@@ -105,14 +105,6 @@ class row_index {
   /// The slots in order of their rows.
   std::vector<std::uint32_t> slots_by_row() const { return positions_by_row(rows_); }
 
-  /// The rows seen, sorted.
-  std::vector<std::uint32_t> sorted_rows() const {
-    std::vector<std::uint32_t> sorted;
-    sorted.reserve(rows_.size());
-    for (const std::uint32_t slot : slots_by_row()) sorted.push_back(rows_[slot]);
-    return sorted;
-  }
-
   void clear() {
     std::ranges::fill(entries_, 0);
     rows_.clear();
@@ -168,14 +160,10 @@ class indexed_ids {
 };
 
 /// `rows` once each, sorted.
-inline std::vector<std::uint32_t> unique_sorted_rows(std::span<const std::uint32_t> rows, row_index& scratch) {
-  scratch.clear();
-  for (const std::uint32_t row : rows) scratch.slot(row);
-  return scratch.sorted_rows();
-}
 inline std::vector<std::uint32_t> unique_sorted_rows(std::span<const std::uint32_t> rows) {
-  row_index scratch;
-  return unique_sorted_rows(rows, scratch);
+  indexed_ids indexed;
+  indexed.index(rows);
+  return indexed.sorted_rows();
 }
 
 /// Gradient rows summed by row as they are given: each row once, by slot (order of first
