@@ -114,14 +114,15 @@ void staged_equals_direct(Context& ctx, Stage stage, const stage_memory<Stage>& 
 
 /// Consistency<SSP<S>> through a stage, under random per-rank delays: every read the
 /// worker makes is within the staleness bound, and the parameters copied back to the stage
-/// are exactly what that read reflected (plain SGD of gradient 1 on the servers: the value
-/// is -lr/P per push applied). Returns the largest staleness seen.
+/// are exactly what that read reflected (plain SGD of gradient 1 on the servers: each push
+/// applied steps the value by lr times the push's 1/P share). Returns the largest staleness seen.
 template <int S, StagingMemory Stage, CommContext Context>
 std::uint64_t staged_ssp_reads_within_bound(Context& ctx, Stage stage, const stage_memory<Stage>& memory, std::uint64_t seed,
                                             int updates) {
   const int rank = ctx.collectives().rank(), ranks = ctx.collectives().size();
   constexpr std::size_t n = 8;
-  constexpr float lr = 0.5f;  // with P a power of two, lr / P is one too: the values are exact
+  constexpr float lr = 0.5f;
+  const float share = 1.0f / static_cast<float>(ranks);  // as the server scales a push
   const typename Stage::span w = memory(n), gw = memory(n);
   const std::vector<float> zeros(n, 0.0f), ones(n, 1.0f);
   write(stage, zeros, w);
@@ -142,7 +143,10 @@ std::uint64_t staged_ssp_reads_within_bound(Context& ctx, Stage stage, const sta
     }
     std::uint64_t pushes = 0;
     for (std::uint64_t a : reads.back().applied) pushes += a;
-    const float expected = -lr / static_cast<float>(ranks) * static_cast<float>(pushes);
+    // Replay the server's steps one push at a time: with P not a power of two, 1/P is
+    // rounded and n steps of it differ from n times it in the last bit.
+    float expected = 0.0f, velocity = 0.0f;
+    for (std::uint64_t p = 0; p < pushes; ++p) optim::sgd_element{lr, 0.0f, 0.0f, false}(expected, share, velocity);
     const std::vector<float> value = read_back(staged.stage(), w);
     for (float x : value)
       expect(x == expected, "rank {} update {}: the stage holds {}, but the read reflected {} pushes, which give {}",
