@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstring>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -67,7 +68,6 @@ class server {
         state.optimizer_state = make_state_for(
             optimizer, s.elements, p.variables[v].sparse() ? optim::gradient_form::sparse_rows : optim::gradient_form::dense);
         state.applied.assign(static_cast<std::size_t>(comm.size()), 0);
-        state.spare = gathering(p.variables[v].row_elements);
         held_.server_values += state.values.size() * sizeof(float);
         held_.optimizer_state += state_bytes<O>(state.optimizer_state);
       }
@@ -104,12 +104,17 @@ class server {
     std::vector<std::uint32_t> rows;  // sparse pulls
     bool snapshot = false;            // values and optimizer state, at a BSP cut
   };
+  /// A sparse push kept as it was received: its rows (sorted, unique) and their gradient.
+  struct kept_push {
+    message_bytes bytes;
+    std::span<const std::uint32_t> rows;
+    std::span<const float> grad;
+  };
   /// The pushes of one clock under BSP, until every worker's has arrived.
   struct gathering {
-    explicit gathering(std::size_t row_width = 1) : rows(row_width) {}
     int arrivals = 0;
-    std::vector<float> dense;  // sum of dense pushes
-    row_sums rows;             // sparse: each row pushed so far, once, with its sum
+    std::vector<float> dense;       // sum of dense pushes
+    std::vector<kept_push> sparse;  // in arrival order, summed row by row once all are in
     std::optional<O> optimizer;
   };
   struct shard_state {
@@ -120,7 +125,7 @@ class server {
     std::vector<std::uint64_t> applied;  // per worker
     std::int64_t updates = 0;            // optimizer applications
     std::map<std::uint64_t, gathering> clocks;
-    gathering spare;  // a finished clock's buffers, kept for the next (made with the row width)
+    gathering spare;  // a finished clock's buffers, kept for the next
     std::vector<pending_pull> parked;
   };
 
@@ -186,7 +191,7 @@ class server {
       shard_state& shard = find(header);
       switch (header.kind) {
         case op::push_dense:
-        case op::push_sparse: push(shard, worker, header, payload); break;
+        case op::push_sparse: push(shard, worker, header); break;
         case op::pull_dense:
         case op::pull_sparse:
         case op::snapshot: pull(shard, worker, header, payload); break;
@@ -227,7 +232,9 @@ class server {
     return rows;
   }
 
-  void push(shard_state& shard, int worker, const request_header& header, std::span<const std::byte> payload) {
+  /// Applies the push in request_ (or, under BSP, keeps it until its clock is complete).
+  void push(shard_state& shard, int worker, const request_header& header) {
+    std::span<const std::byte> payload = request_;
     const bool sparse = header.kind == op::push_sparse;
     if (payload.size() < sizeof(O)) throw usage_error("a push without its optimizer");
     O optimizer;
@@ -251,11 +258,13 @@ class server {
     const std::size_t width = shard.variable->row_elements;
 
     if (shard.variable->strategy.consistency == consistency_kind::bsp) {
-      auto [slot, fresh] = shard.clocks.try_emplace(header.clock, width);
+      auto [slot, fresh] = shard.clocks.try_emplace(header.clock);
       gathering& g = slot->second;
       if (fresh) std::swap(g, shard.spare);  // the buffers of an earlier clock, emptied
       if (sparse) {
-        g.rows.add(rows, grad);  // a row's sum adds the pushes in arrival order, from 0.0f
+        // Kept where it was received (the spans stay valid as the buffer moves); the next
+        // request is received into a spare buffer as large.
+        g.sparse.push_back({std::exchange(request_, take_buffer(request_.capacity())), rows, grad});
       } else {
         g.dense.resize(expected, 0.0f);
         add(g.dense, grad, 1.0f);
@@ -265,13 +274,9 @@ class server {
       // Every worker's push of this clock is in: apply their mean once.
       ++shard.updates;
       if (sparse) {
-        for (float& x : g.rows.sums()) x *= share;
-        const std::vector<std::uint32_t> order = g.rows.slots_by_row();  // the shard is walked forwards
-        for (std::size_t i = 0; i < order.size(); ++i) {
-          if (i + rows_ahead < order.size())
-            prefetch_row<true>(row_in(shard, g.rows.rows()[order[i + rows_ahead]]), width);
-          apply_row(shard, *g.optimizer, g.rows.rows()[order[i]], g.rows.sum(order[i]), shard.updates);
-        }
+        apply_merged(shard, g.sparse, *g.optimizer, share);
+        for (kept_push& k : g.sparse) spare_.push_back(std::move(k.bytes));
+        g.sparse.clear();
       } else {
         for (float& x : g.dense) x *= share;
         g.optimizer->update(shard.values, g.dense, shard.optimizer_state, shard.updates);
@@ -279,7 +284,6 @@ class server {
       for (auto& a : shard.applied) a = header.clock + 1;
       g.arrivals = 0;
       g.dense.clear();
-      g.rows.clear();
       shard.spare = std::move(g);
       shard.clocks.erase(header.clock);
     } else {
@@ -297,6 +301,35 @@ class server {
       ++shard.applied[static_cast<std::size_t>(worker)];
     }
     answer_parked(shard);
+  }
+
+  /// Applies, row by row, `share` of the sum of a BSP clock's sparse pushes. Their rows are
+  /// sorted, so walking them together visits the shard forwards and meets each row's
+  /// gradients together: a row's sum adds them in arrival order from 0.0f (the same on
+  /// every run), without combining the pushes into a table of sums first.
+  void apply_merged(shard_state& shard, std::span<const kept_push> pushes, const O& optimizer, float share) {
+    const std::size_t width = shard.variable->row_elements;
+    std::vector<std::size_t>& next = merge_next_;  // per push, its next row
+    next.assign(pushes.size(), 0);
+    std::vector<float>& sum = scaled_;
+    sum.resize(width);
+    for (;;) {
+      std::uint32_t row = std::numeric_limits<std::uint32_t>::max();
+      for (std::size_t k = 0; k < pushes.size(); ++k)
+        if (next[k] < pushes[k].rows.size()) row = std::min(row, pushes[k].rows[next[k]]);
+      if (row == std::numeric_limits<std::uint32_t>::max()) break;
+      std::ranges::fill(sum, 0.0f);
+      for (std::size_t k = 0; k < pushes.size(); ++k) {
+        const kept_push& push = pushes[k];
+        std::size_t& i = next[k];
+        if (i == push.rows.size() || push.rows[i] != row) continue;
+        if (i + rows_ahead < push.rows.size()) prefetch_row<true>(row_in(shard, push.rows[i + rows_ahead]), width);
+        add(sum, push.grad.subspan(i * width, width), 1.0f);
+        ++i;
+      }
+      for (float& x : sum) x *= share;
+      apply_row(shard, optimizer, row, sum, shard.updates);
+    }
   }
 
   static void add(std::span<float> into, std::span<const float> values, float scale) {
@@ -445,6 +478,7 @@ class server {
   std::chrono::steady_clock::time_point last_delivery_{};
   message_bytes request_;
   std::vector<float> scaled_;
+  std::vector<std::size_t> merge_next_;
   memory_use held_;
   std::thread thread_;
 };
