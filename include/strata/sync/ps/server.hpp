@@ -25,11 +25,12 @@
 #include <cstdint>
 #include <cstring>
 #include <cstdio>
-#include <limits>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -304,28 +305,38 @@ class server {
   }
 
   /// Applies, row by row, `share` of the sum of a BSP clock's sparse pushes. Their rows are
-  /// sorted, so walking them together visits the shard forwards and meets each row's
-  /// gradients together: a row's sum adds them in arrival order from 0.0f (the same on
-  /// every run), without combining the pushes into a table of sums first.
+  /// sorted, so walking them together (a heap of each push's next row, ties by arrival)
+  /// visits the shard forwards and meets each row's gradients together: a row's sum adds
+  /// them in arrival order from 0.0f (the same on every run), without combining the pushes
+  /// into a table of sums first.
   void apply_merged(shard_state& shard, std::span<const kept_push> pushes, const O& optimizer, float share) {
     const std::size_t width = shard.variable->row_elements;
-    std::vector<std::size_t>& next = merge_next_;  // per push, its next row
+    std::vector<std::size_t>& next = merge_next_;  // per push, its next entry
     next.assign(pushes.size(), 0);
+    std::vector<std::pair<std::uint32_t, std::size_t>>& heads = merge_heads_;  // (next row, push), least first
+    heads.clear();
+    for (std::size_t k = 0; k < pushes.size(); ++k)
+      if (!pushes[k].rows.empty()) heads.emplace_back(pushes[k].rows[0], k);
+    constexpr std::greater<> later;
+    std::ranges::make_heap(heads, later);
     std::vector<float>& sum = scaled_;
     sum.resize(width);
-    for (;;) {
-      std::uint32_t row = std::numeric_limits<std::uint32_t>::max();
-      for (std::size_t k = 0; k < pushes.size(); ++k)
-        if (next[k] < pushes[k].rows.size()) row = std::min(row, pushes[k].rows[next[k]]);
-      if (row == std::numeric_limits<std::uint32_t>::max()) break;
+    while (!heads.empty()) {
+      const std::uint32_t row = heads.front().first;
       std::ranges::fill(sum, 0.0f);
-      for (std::size_t k = 0; k < pushes.size(); ++k) {
-        const kept_push& push = pushes[k];
+      while (!heads.empty() && heads.front().first == row) {
+        std::ranges::pop_heap(heads, later);
+        const std::size_t k = heads.back().second;
         std::size_t& i = next[k];
-        if (i == push.rows.size() || push.rows[i] != row) continue;
+        const kept_push& push = pushes[k];
         if (i + rows_ahead < push.rows.size()) prefetch_row<true>(row_in(shard, push.rows[i + rows_ahead]), width);
         add(sum, push.grad.subspan(i * width, width), 1.0f);
-        ++i;
+        if (++i < push.rows.size()) {
+          heads.back().first = push.rows[i];
+          std::ranges::push_heap(heads, later);
+        } else {
+          heads.pop_back();
+        }
       }
       for (float& x : sum) x *= share;
       apply_row(shard, optimizer, row, sum, shard.updates);
@@ -479,6 +490,7 @@ class server {
   message_bytes request_;
   std::vector<float> scaled_;
   std::vector<std::size_t> merge_next_;
+  std::vector<std::pair<std::uint32_t, std::size_t>> merge_heads_;
   memory_use held_;
   std::thread thread_;
 };
