@@ -12,10 +12,10 @@
 // The bound is what this machine's memory allows any all-reduce of these bytes, measured in
 // the same run: a ring over p ranks must, on every rank at once, bring in (p-1)/p of the bytes
 // twice (reduce-scatter, then all-gather: one copy each, however the transport moves them) and
-// add (p-1)/p of them into its own. It does so a ring chunk at a time, as the ring does, so
-// each byte comes from memory once: whole-buffer passes would go to memory between them, and
-// a ring that keeps its chunks in cache beat them. vs_bound = strata_ms / bound_ms (1.0:
-// nothing but the unavoidable memory traffic).
+// add (p-1)/p of them into its own. The bound does so a ring chunk at a time, as the ring
+// does, so each byte is read from memory once: whole-buffer passes would go to memory between
+// the copy and the add, and a ring that keeps its chunks in cache would beat them.
+// vs_bound = strata_ms / bound_ms (1.0: nothing but the unavoidable memory traffic).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
   // rank's own, and the sum goes out (the all-gather's copy) while it is in cache too.
   const std::size_t share = total / static_cast<std::size_t>(ctx.size()) * static_cast<std::size_t>(ctx.size() - 1);
   strata::host_vector<float> received(total, 1.0f), own(total, 2.0f);
-  std::vector<float> landing(strata::sync::allreduce_options{}.ring_chunk_bytes / sizeof(float));
+  std::vector<float> landing(options.allreduce.ring_chunk_bytes / sizeof(float));
   auto memory_bound = [&] {
     for (std::size_t at = 0; at < share; at += landing.size()) {
       const std::size_t n = std::min(landing.size(), share - at);

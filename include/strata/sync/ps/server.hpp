@@ -28,6 +28,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -163,8 +164,9 @@ class server {
     return !outbox_.empty() && std::chrono::steady_clock::now() - last_delivery_ < std::chrono::milliseconds(5);
   }
 
-  /// A buffer for a reply's payload: the smallest delivered one that holds it, else the
-  /// largest (allocating megabytes per reply costs page faults).
+  /// A buffer for a reply's payload, or for the next request when the last one is kept: the
+  /// smallest spare that holds it, else the largest (allocating megabytes per message costs
+  /// page faults).
   message_bytes take_buffer(std::size_t bytes) {
     message_bytes buffer;
     if (!spare_.empty()) {
@@ -184,7 +186,7 @@ class server {
   bool handle(int worker) {
     request_header header;
     receive(*comm_, worker, request_tag, std::as_writable_bytes(std::span<request_header>(&header, 1)));
-    message_bytes& payload = request_;  // reused: allocating megabytes per request costs page faults
+    message_bytes& payload = request_;  // reused, or a spare where a kept push took it: no allocation per request
     resize_message(payload, header.payload_bytes);
     if (!payload.empty()) receive(*comm_, worker, request_payload_tag, payload);
     if (header.kind == op::done) return true;
@@ -233,7 +235,7 @@ class server {
     return rows;
   }
 
-  /// Applies the push in request_ (or, under BSP, keeps it until its clock is complete).
+  /// Applies the push in request_; a sparse BSP push is kept instead, until its clock is complete.
   void push(shard_state& shard, int worker, const request_header& header) {
     std::span<const std::byte> payload = request_;
     const bool sparse = header.kind == op::push_sparse;
@@ -264,8 +266,8 @@ class server {
       if (fresh) std::swap(g, shard.spare);  // the buffers of an earlier clock, emptied
       if (sparse) {
         // Kept where it was received (the spans stay valid as the buffer moves); the next
-        // request is received into a spare buffer as large.
-        g.sparse.push_back({std::exchange(request_, take_buffer(request_.capacity())), rows, grad});
+        // request is received into a spare that holds this one.
+        g.sparse.push_back({std::exchange(request_, take_buffer(request_.size())), rows, grad});
       } else {
         g.dense.resize(expected, 0.0f);
         add(g.dense, grad, 1.0f);
@@ -307,8 +309,7 @@ class server {
   /// Applies, row by row, `share` of the sum of a BSP clock's sparse pushes. Their rows are
   /// sorted, so walking them together (a heap of each push's next row, ties by arrival)
   /// visits the shard forwards and meets each row's gradients together: a row's sum adds
-  /// them in arrival order from 0.0f (the same on every run), without combining the pushes
-  /// into a table of sums first.
+  /// them in arrival order from 0.0f, without combining the pushes into a table of sums first.
   void apply_merged(shard_state& shard, std::span<const kept_push> pushes, const O& optimizer, float share) {
     const std::size_t width = shard.variable->row_elements;
     std::vector<std::size_t>& next = merge_next_;  // per push, its next entry
@@ -410,6 +411,8 @@ class server {
     // Applications so far: once per clock under BSP, once per push otherwise (Adam's step).
     const bool bsp = shard.variable->strategy.consistency == consistency_kind::bsp;
     shard.updates = static_cast<std::int64_t>(header.clock) * (bsp ? 1 : comm_->size());
+    for (auto& [clock, g] : shard.clocks)
+      for (kept_push& k : g.sparse) spare_.push_back(std::move(k.bytes));
     shard.clocks.clear();
     message_bytes ack = take_buffer(shard.applied.size() * sizeof(std::uint64_t));
     std::memcpy(ack.data(), shard.applied.data(), ack.size());
@@ -485,7 +488,7 @@ class server {
   std::map<std::uint64_t, shard_state> shards_;
   std::map<int, std::string> errors_;  // per worker: a rejected push, reported with its next pull
   outbox<C> outbox_;                           // replies in flight, each owning its payload
-  std::vector<message_bytes> spare_;  // payload buffers of delivered replies
+  std::vector<message_bytes> spare_;  // payload buffers of delivered replies and of applied BSP pushes
   std::chrono::steady_clock::time_point last_delivery_{};
   message_bytes request_;
   std::vector<float> scaled_;
