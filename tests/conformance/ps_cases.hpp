@@ -109,6 +109,44 @@ void sparse_rows_combine_duplicates(Context& ctx) {
       expect(table[row * width + c] == value, "rank {}: row {} is {}, expected {}", rank, row, table[row * width + c], value);
 }
 
+/// A BSP server merges a clock's pushes by row: rank r touches the rows with bit r set (12
+/// rows over 2 shards), given in descending order, so pushes overlap in some rows, are
+/// disjoint in others, and some rank's push to a shard is empty (rank 3's to rows 0-5;
+/// with 3 ranks, none touches rows 8-11). Every row's value is exactly the mean of its
+/// pushes: small integers, which sum alike in any arrival order.
+template <CommContext Context>
+void sparse_bsp_pushes_merge_by_row(Context& ctx) {
+  const int ranks = ctx.collectives().size(), rank = ctx.collectives().rank();
+  constexpr std::size_t rows = 12, width = 2;
+  std::vector<float> table(rows * width, 0.0f);
+  auto m = make_model(variable<PSSparse>("emb", table, {}, {rows, width}));
+  auto exec = make_executor(ctx, m, optim::sgd{.lr = 1.0f});
+  const variable_id emb{0};
+  auto touches = [](int r, std::size_t row) { return r < 8 && ((row >> r) & 1u) != 0; };
+  auto value = [](int r, std::size_t row) { return static_cast<float>((r + 1) * static_cast<int>(row + 1)); };
+  std::vector<std::uint32_t> touched;
+  std::vector<float> values;
+  for (std::size_t row = rows; row-- > 0;)
+    if (touches(rank, row)) {
+      touched.push_back(static_cast<std::uint32_t>(row));
+      values.insert(values.end(), width, value(rank, row));
+    }
+  exec.sparse_gradient(emb, touched, values);
+  exec.step();
+  std::vector<std::uint32_t> all(rows);
+  std::iota(all.begin(), all.end(), 0u);
+  exec.pull(emb, all);
+  for (std::size_t row = 0; row < rows; ++row) {
+    float sum = 0.0f;
+    for (int r = 0; r < ranks; ++r)
+      if (touches(r, row)) sum += value(r, row);
+    const float expected = 0.0f - 1.0f * (sum * (1.0f / static_cast<float>(ranks)));
+    for (std::size_t c = 0; c < width; ++c)
+      expect(table[row * width + c] == expected, "rank {}: row {} is {}, the mean of its pushes gives {}", rank, row,
+             table[row * width + c], expected);
+  }
+}
+
 /// A sparse step returns once its pushes are posted: many updates of pushes with no pull
 /// between them all arrive and are applied, in order, by the time a pull answers. Rows of
 /// `width` floats: wide ones make each push too large to be sent eagerly, so its buffer is

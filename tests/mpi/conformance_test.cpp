@@ -128,6 +128,10 @@ TEST_CASE("mpi: sparse rows combine duplicates and average over ranks", "[mpi][p
   CHECK_NOTHROW(conformance::sparse_rows_combine_duplicates<conformance::PSSparse>(*context));
 }
 
+TEST_CASE("mpi: a BSP server merges pushes that overlap, are disjoint or empty, row by row", "[mpi][ps]") {
+  CHECK_NOTHROW(conformance::sparse_bsp_pushes_merge_by_row(*context));
+}
+
 TEST_CASE("mpi: sparse pushes posted without pulls between them all arrive, in order", "[mpi][ps]") {
   CHECK_NOTHROW(conformance::sparse_pushes_without_pulls_all_arrive<conformance::PSSparse>(*context));
   CHECK_NOTHROW(conformance::sparse_pushes_without_pulls_all_arrive<conformance::PSSparse>(*context, 16384));  // 64 KiB rows

@@ -173,6 +173,10 @@ TEST_CASE("sparse rows: duplicates add, untouched rows stay, ranks are averaged"
   }
 }
 
+TEST_CASE("a BSP server merges pushes that overlap, are disjoint or empty, row by row", "[ps][sparse][bsp]") {
+  for (int ranks : {2, 3, 4}) CHECK_NOTHROW(loopback::run(ranks, conformance::sparse_bsp_pushes_merge_by_row<loopback::context>));
+}
+
 TEST_CASE("sparse pushes posted without pulls between them all arrive, in order", "[ps][sparse]") {
   for (int ranks : {1, 2, 3})
     CHECK_NOTHROW(loopback::run(ranks, [](loopback::context& ctx) {
