@@ -31,6 +31,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <compare>
 #include <utility>
 #include <vector>
 
@@ -111,6 +112,13 @@ class server {
     message_bytes bytes;
     std::span<const std::uint32_t> rows;
     std::span<const float> grad;
+  };
+  /// A kept push's place in the merge: its next row, which push (arrival order breaks ties
+  /// between equal rows), and which of its entries.
+  struct merge_head {
+    std::uint32_t row;
+    std::size_t push, entry;
+    auto operator<=>(const merge_head&) const = default;
   };
   /// The pushes of one clock under BSP, until every worker's has arrived.
   struct gathering {
@@ -312,28 +320,26 @@ class server {
   /// them in arrival order from 0.0f, without combining the pushes into a table of sums first.
   void apply_merged(shard_state& shard, std::span<const kept_push> pushes, const O& optimizer, float share) {
     const std::size_t width = shard.variable->row_elements;
-    std::vector<std::size_t>& next = merge_next_;  // per push, its next entry
-    next.assign(pushes.size(), 0);
-    std::vector<std::pair<std::uint32_t, std::size_t>>& heads = merge_heads_;  // (next row, push), least first
+    std::vector<merge_head>& heads = merge_heads_;
     heads.clear();
     for (std::size_t k = 0; k < pushes.size(); ++k)
-      if (!pushes[k].rows.empty()) heads.emplace_back(pushes[k].rows[0], k);
+      if (!pushes[k].rows.empty()) heads.push_back({pushes[k].rows[0], k, 0});
     constexpr std::greater<> later;
     std::ranges::make_heap(heads, later);
     std::vector<float>& sum = scaled_;
     sum.resize(width);
     while (!heads.empty()) {
-      const std::uint32_t row = heads.front().first;
+      const std::uint32_t row = heads.front().row;
       std::ranges::fill(sum, 0.0f);
-      while (!heads.empty() && heads.front().first == row) {
+      while (!heads.empty() && heads.front().row == row) {
         std::ranges::pop_heap(heads, later);
-        const std::size_t k = heads.back().second;
-        std::size_t& i = next[k];
-        const kept_push& push = pushes[k];
-        if (i + rows_ahead < push.rows.size()) prefetch_row<true>(row_in(shard, push.rows[i + rows_ahead]), width);
-        add(sum, push.grad.subspan(i * width, width), 1.0f);
-        if (++i < push.rows.size()) {
-          heads.back().first = push.rows[i];
+        merge_head& head = heads.back();
+        const kept_push& push = pushes[head.push];
+        if (head.entry + rows_ahead < push.rows.size())
+          prefetch_row<true>(row_in(shard, push.rows[head.entry + rows_ahead]), width);
+        add(sum, push.grad.subspan(head.entry * width, width), 1.0f);
+        if (++head.entry < push.rows.size()) {
+          head.row = push.rows[head.entry];
           std::ranges::push_heap(heads, later);
         } else {
           heads.pop_back();
@@ -492,8 +498,7 @@ class server {
   std::chrono::steady_clock::time_point last_delivery_{};
   message_bytes request_;
   std::vector<float> scaled_;
-  std::vector<std::size_t> merge_next_;
-  std::vector<std::pair<std::uint32_t, std::size_t>> merge_heads_;
+  std::vector<merge_head> merge_heads_;  // the merge's heap, least row first
   memory_use held_;
   std::thread thread_;
 };
