@@ -48,11 +48,13 @@ T expected_sum(std::size_t i, int ranks) {
 /// Every size, both element types, tiny chunks so the ring's chunking is exercised.
 /// `ranks_per_node` simulates nodes for Hierarchical.
 template <class Algorithm, class T, CommContext Context>
-void allreduce_sums_exactly(Context& ctx, int ranks_per_node = 0) {
+void allreduce_sums_exactly(Context& ctx, int ranks_per_node = 0, bool shared_memory = true) {
   auto& comm = ctx.collectives();
   using C = std::remove_reference_t<decltype(comm)>;
   sync::allreduce<Algorithm, C, T> reduce(
       sync::allreduce_options{.ring_chunk_bytes = 3 * sizeof(T),
+                              .shared_memory_max_bytes = shared_memory ? SIZE_MAX : 0,
+                              .shared_memory_chunk_bytes = 5 * sizeof(T),
                               .ranks_per_node = ranks_per_node,
                               .cross_node_chunk_bytes = 2 * sizeof(T),
                               .cross_node_window = 3,
@@ -70,12 +72,15 @@ void allreduce_sums_exactly(Context& ctx, int ranks_per_node = 0) {
 /// as its sum times the scale.
 template <class Algorithm, CommContext Context>
 void allreduce_averages_buffer_lists(Context& ctx, int ranks_per_node = 0,
-                                     const std::vector<std::size_t>& sizes = {3, 0, 17, 1, 0, 64, 2}) {
+                                     const std::vector<std::size_t>& sizes = {3, 0, 17, 1, 0, 64, 2},
+                                     bool shared_memory = true) {
   auto& comm = ctx.collectives();
   using C = std::remove_reference_t<decltype(comm)>;
   sync::allreduce<Algorithm, C, float> reduce(
       sync::allreduce_options{.ring_chunk_bytes = 5 * sizeof(float),
                               .ring_window = 2,
+                              .shared_memory_max_bytes = shared_memory ? SIZE_MAX : 0,
+                              .shared_memory_chunk_bytes = 3 * sizeof(float),
                               .ranks_per_node = ranks_per_node,
                               .cross_node_chunk_bytes = 3 * sizeof(float),
                               .cross_node_window = 1,
@@ -139,6 +144,26 @@ void allreduce_agrees_with_ring(Context& ctx, sync::allreduce_options options) {
   for (std::size_t i = 0; i < values.size(); ++i)
     expect(std::abs(values[i] - flat[i]) <= 1e-6f * flat[i], "rank {}: element {} is {}, the ring's is {}", comm.rank(),
            i, values[i], flat[i]);
+}
+
+/// Rings of different chunks and windows, through shared memory and as messages, back to
+/// back on one communicator: each sums exactly, whatever the ring before it left behind
+/// (a neighbour still handling the last chunks, slots cut to another size).
+template <CommContext Context>
+void rings_of_any_shape_follow_each_other(Context& ctx) {
+  auto& comm = ctx.collectives();
+  using C = std::remove_reference_t<decltype(comm)>;
+  sync::ring_workspace<C, float> work;
+  const sync::ring_pipeline shapes[] = {{7, 2}, {13, 5}, {3, 1}, {1000, 3}, {7, 2, 0}, {5, 4}, {64, 2}, {8, 2, 100, 3}};
+  for (int round = 0; round < 2; ++round)
+    for (const sync::ring_pipeline& shape : shapes)
+      for (std::size_t n : {1u, 50u, 1001u}) {
+        std::vector<float> data = contribution<float>(n, comm.rank());
+        sync::ring_allreduce(comm, sync::span_list<float>({std::span<float>(data)}), 1.0f, work, shape);
+        for (std::size_t i = 0; i < n; ++i)
+          expect(data[i] == expected_sum<float>(i, comm.size()), "rank {}: chunk {} x {}, n={}: element {} is {}",
+                 comm.rank(), shape.chunk_elements, shape.window, n, i, data[i]);
+      }
 }
 
 /// Each rank's block lands at rank * count, for any trivially copyable type.

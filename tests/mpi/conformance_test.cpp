@@ -23,6 +23,7 @@ int two_rank_nodes() { return context->size() % 2 == 0 ? 2 : 0; }
 
 TEMPLATE_TEST_CASE("mpi: all-reduce sums exactly", "[mpi][allreduce]", float, double) {
   CHECK_NOTHROW(conformance::allreduce_sums_exactly<Ring, TestType>(*context));
+  CHECK_NOTHROW(conformance::allreduce_sums_exactly<Ring, TestType>(*context, 0, false));  // as messages
   CHECK_NOTHROW(conformance::allreduce_sums_exactly<Native, TestType>(*context));
   CHECK_NOTHROW(conformance::allreduce_sums_exactly<Tree, TestType>(*context));
   CHECK_NOTHROW(conformance::allreduce_sums_exactly<Hierarchical, TestType>(*context));
@@ -31,6 +32,7 @@ TEMPLATE_TEST_CASE("mpi: all-reduce sums exactly", "[mpi][allreduce]", float, do
 
 TEST_CASE("mpi: all-reduce averages a bucket of several buffers", "[mpi][allreduce]") {
   CHECK_NOTHROW(conformance::allreduce_averages_buffer_lists<Ring>(*context));
+  CHECK_NOTHROW(conformance::rings_of_any_shape_follow_each_other(*context));
   CHECK_NOTHROW(conformance::allreduce_averages_buffer_lists<Native>(*context));
   CHECK_NOTHROW(conformance::allreduce_averages_buffer_lists<Tree>(*context));
   CHECK_NOTHROW(conformance::allreduce_averages_buffer_lists<Hierarchical>(*context, two_rank_nodes()));

@@ -21,6 +21,8 @@ TEMPLATE_TEST_CASE("all-reduce sums exactly on every rank count", "[allreduce]",
   for (int ranks = 1; ranks <= 5; ++ranks) {
     INFO("ranks = " << ranks);
     CHECK_NOTHROW(loopback::run(ranks, [](auto& ctx) { conformance::allreduce_sums_exactly<Ring, TestType>(ctx); }));
+    CHECK_NOTHROW(  // the ring's chunks as messages, not through shared memory
+        loopback::run(ranks, [](auto& ctx) { conformance::allreduce_sums_exactly<Ring, TestType>(ctx, 0, false); }));
     CHECK_NOTHROW(loopback::run(ranks, [](auto& ctx) { conformance::allreduce_sums_exactly<Native, TestType>(ctx); }));
     CHECK_NOTHROW(loopback::run(ranks, [](auto& ctx) { conformance::allreduce_sums_exactly<Tree, TestType>(ctx); }));
   }
@@ -29,9 +31,10 @@ TEMPLATE_TEST_CASE("all-reduce sums exactly on every rank count", "[allreduce]",
 TEMPLATE_TEST_CASE("hierarchical all-reduce sums exactly on every node layout", "[allreduce]", float, double) {
   for (const node_layout& layout : node_layouts) {
     INFO("ranks = " << layout.ranks << ", ranks_per_node = " << layout.ranks_per_node);
-    CHECK_NOTHROW(loopback::run(layout.ranks, [&](auto& ctx) {
-      conformance::allreduce_sums_exactly<Hierarchical, TestType>(ctx, layout.ranks_per_node);
-    }));
+    for (bool shared : {true, false})
+      CHECK_NOTHROW(loopback::run(layout.ranks, [&](auto& ctx) {
+        conformance::allreduce_sums_exactly<Hierarchical, TestType>(ctx, layout.ranks_per_node, shared);
+      }));
   }
 }
 
@@ -39,6 +42,8 @@ TEST_CASE("all-reduce averages a bucket of several buffers in place", "[allreduc
   for (int ranks = 1; ranks <= 4; ++ranks) {
     INFO("ranks = " << ranks);
     CHECK_NOTHROW(loopback::run(ranks, [](auto& ctx) { conformance::allreduce_averages_buffer_lists<Ring>(ctx); }));
+    CHECK_NOTHROW(loopback::run(
+        ranks, [](auto& ctx) { conformance::allreduce_averages_buffer_lists<Ring>(ctx, 0, {3, 0, 17, 1, 0, 64, 2}, false); }));
     CHECK_NOTHROW(loopback::run(ranks, [](auto& ctx) { conformance::allreduce_averages_buffer_lists<Native>(ctx); }));
     CHECK_NOTHROW(loopback::run(ranks, [](auto& ctx) { conformance::allreduce_averages_buffer_lists<Tree>(ctx); }));
   }
@@ -97,15 +102,36 @@ TEST_CASE("the ring's reduce-scatter leaves each rank its share, and the all-gat
     std::vector<float> data = conformance::contribution<float>(1001, comm.rank());
     const sync::span_list<float> bucket({std::span<float>(data)});
     sync::ring_workspace<loopback::communicator, float> work;
-    sync::ring_reduce_scatter(comm, bucket, work, 7, 2);
+    sync::ring_reduce_scatter(comm, bucket, work, {7, 2});
     const sync::segment share = sync::ring_owned_segment(data.size(), comm.size(), comm.rank());
     for (std::size_t i = share.begin; i < share.begin + share.size; ++i)
       conformance::expect(data[i] == conformance::expected_sum<float>(i, 3), "rank {}: element {} of its share",
                           comm.rank(), i);
-    sync::ring_allgather(comm, bucket, work, 7, 2);
+    sync::ring_allgather(comm, bucket, work, {7, 2});
     for (std::size_t i = 0; i < data.size(); ++i)
       conformance::expect(data[i] == conformance::expected_sum<float>(i, 3), "rank {}: element {}", comm.rank(), i);
   });
+}
+
+TEST_CASE("rings of any shape follow each other on one communicator, through shared memory or not", "[allreduce]") {
+  for (int ranks = 2; ranks <= 4; ++ranks) {
+    INFO("ranks = " << ranks);
+    CHECK_NOTHROW(loopback::run(ranks, [](auto& ctx) { conformance::rings_of_any_shape_follow_each_other(ctx); }));
+  }
+}
+
+TEST_CASE("a failing rank releases a ring waiting on shared memory", "[allreduce]") {
+  CHECK_THROWS_WITH(loopback::run(3,
+                                  [](auto& ctx) {
+                                    auto& comm = ctx.collectives();
+                                    std::vector<float> data(1000, 1.0f);
+                                    sync::ring_workspace<loopback::communicator, float> work;
+                                    const sync::span_list<float> bucket({std::span<float>(data)});
+                                    sync::ring_allreduce(comm, bucket, 1.0f, work, {64, 2});  // maps the slots
+                                    if (ctx.rank() == 1) throw std::runtime_error("rank 1 broke");
+                                    sync::ring_allreduce(comm, bucket, 1.0f, work, {64, 2});
+                                  }),
+                    "rank 1 broke");
 }
 
 TEST_CASE("span_list visits the pieces covering a range", "[allreduce]") {
@@ -135,7 +161,7 @@ TEST_CASE("the ring reports the bandwidth-optimal byte count", "[allreduce]") {
     auto& comm = ctx.collectives();
     std::vector<float> data(4000, 1.0f);
     sync::ring_workspace<loopback::communicator, float> work;
-    const std::size_t sent = sync::ring_allreduce(comm, sync::span_list<float>({std::span<float>(data)}), 1.0f, work, 256, 3);
+    const std::size_t sent = sync::ring_allreduce(comm, sync::span_list<float>({std::span<float>(data)}), 1.0f, work, {256, 3});
     conformance::expect(sent == sync::optimal_allreduce_bytes(16000, 4), "sent {} bytes", sent);
   });
 }

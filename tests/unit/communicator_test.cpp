@@ -36,7 +36,7 @@ TEST_CASE("split orders equal keys by rank, and a ring runs on the group", "[com
     conformance::expect(group.rank() == comm.rank() / 2, "rank {}: group rank {}", comm.rank(), group.rank());
     std::vector<float> data(100, static_cast<float>(comm.rank()));
     sync::ring_workspace<loopback::communicator, float> work;
-    sync::ring_allreduce(group, sync::span_list<float>({std::span<float>(data)}), 1.0f, work, 7, 2);
+    sync::ring_allreduce(group, sync::span_list<float>({std::span<float>(data)}), 1.0f, work, {7, 2});
     const float expected = color == 0 ? 0 + 2 + 4 : 1 + 3;
     conformance::expect(std::ranges::all_of(data, [&](float x) { return x == expected; }), "rank {}: group sum {}",
                         comm.rank(), data[0]);

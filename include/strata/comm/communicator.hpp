@@ -110,6 +110,23 @@ concept Probing = PointToPoint<C> && requires(C& c, int peer, int tag) {
   { c.iprobe(peer, tag) } -> std::same_as<bool>;  // a message is waiting (not received)
 };
 
+/// Memory that every rank of a group maps, for the ranks of one machine: a ring then writes
+/// each chunk straight into its neighbour's landing slots, one copy with no kernel call,
+/// where a message on OpenMPI's shared-memory transport is copied by the kernel
+/// (process_vm_readv) after a handshake, pinning the sender's pages each time.
+///
+/// `shared_segments(bytes)` is collective: it returns every rank's segment of at least
+/// `bytes` bytes (rank i's at i), zeroed when new, the same until a later call asks for
+/// more; or nothing, where the group's ranks do not all share this machine. A rank writes
+/// only into segments whose owner expects it (the ring's counters say when). Waits on such
+/// memory call `throw_if_abandoned()`, which throws where the job has been given up (MPI's
+/// abort ends the process instead).
+template <class C>
+concept SharedMemory = requires(C& c, std::size_t bytes) {
+  { c.shared_segments(bytes) } -> std::same_as<std::span<std::byte* const>>;
+  c.throw_if_abandoned();
+};
+
 /// The memory a communicator's buffers live in: host memory, unless its backend says
 /// otherwise (nccl: device memory of its GPU). Code that stages data itself (the pipeline
 /// driver's messages, a gather's reordering) asks, and allocates device buffers from a

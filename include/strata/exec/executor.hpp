@@ -67,6 +67,8 @@ inline const executor_options& check_options(const executor_options& o) {
   require(o.accumulation_steps >= 1, "accumulation_steps", o.accumulation_steps, "at least 1");
   require(o.allreduce.ring_chunk_bytes >= 4, "allreduce.ring_chunk_bytes", o.allreduce.ring_chunk_bytes, "at least 4");
   require(o.allreduce.ring_window >= 1, "allreduce.ring_window", o.allreduce.ring_window, "at least 1");
+  require(o.allreduce.shared_memory_chunk_bytes >= 4, "allreduce.shared_memory_chunk_bytes",
+          o.allreduce.shared_memory_chunk_bytes, "at least 4");
   require(o.allreduce.cross_node_chunk_bytes >= 4, "allreduce.cross_node_chunk_bytes", o.allreduce.cross_node_chunk_bytes,
           "at least 4");
   require(o.allreduce.cross_node_window >= 1, "allreduce.cross_node_window", o.allreduce.cross_node_window, "at least 1");
@@ -87,6 +89,8 @@ std::vector<std::string> settings_signature(const executor_options& o, const O& 
   lines.insert(lines.end(), {
       setting_line("allreduce.ring_chunk_bytes", std::to_string(o.allreduce.ring_chunk_bytes)),
       setting_line("allreduce.ring_window", std::to_string(o.allreduce.ring_window)),
+      setting_line("allreduce.shared_memory_max_bytes", std::to_string(o.allreduce.shared_memory_max_bytes)),
+      setting_line("allreduce.shared_memory_chunk_bytes", std::to_string(o.allreduce.shared_memory_chunk_bytes)),
       setting_line("allreduce.ranks_per_node", std::to_string(o.allreduce.ranks_per_node)),
       setting_line("allreduce.cross_node_chunk_bytes", std::to_string(o.allreduce.cross_node_chunk_bytes)),
       setting_line("allreduce.cross_node_window", std::to_string(o.allreduce.cross_node_window)),

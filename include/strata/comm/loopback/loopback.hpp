@@ -11,6 +11,7 @@
 #include <exception>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <span>
@@ -63,6 +64,13 @@ class world {
     }
   }
 
+  /// Zeroed memory for a rank's shared segment (SharedMemory), kept until the world ends:
+  /// a neighbour may still write into it after its rank has left (one that stopped early).
+  std::byte* keep_segment(std::size_t bytes) {
+    std::lock_guard lock(segments_mutex_);
+    return segments_.emplace_back(std::make_unique<std::byte[]>(bytes)).get();
+  }
+
   /// The rank that aborted first, or -1.
   int aborted_by() {
     std::lock_guard lock(aborted_mutex_);
@@ -113,6 +121,8 @@ class world {
   int aborted_by_ = -1;
   std::mutex contexts_mutex_;
   std::map<std::tuple<int, int, int>, int> contexts_;  // (parent, index, color) -> context; the world's is 0
+  std::mutex segments_mutex_;
+  std::vector<std::unique_ptr<std::byte[]>> segments_;
 };
 
 /// One rank's view of a loopback world, or of a group split from it. Ranks are relative to
@@ -212,6 +222,29 @@ class communicator {
     }
   }
 
+  /// Every rank's segment of this process's memory (SharedMemory: the ranks are threads).
+  std::span<std::byte* const> shared_segments(std::size_t bytes) {
+    segments& s = *segments_;
+    if (!s.bases.empty() && bytes <= s.bytes) return s.bases;
+    constexpr std::size_t line = 64;  // the ring keeps its counters a cache line apart
+    const std::uintptr_t mine[1] = {(reinterpret_cast<std::uintptr_t>(world_->keep_segment(bytes + line)) + line - 1) /
+                                    line * line};
+    std::vector<std::uintptr_t> all(members_.size());
+    allgather(std::span<const std::uintptr_t>(mine), std::span<std::uintptr_t>(all));
+    s.bases.clear();
+    for (std::uintptr_t base : all) s.bases.push_back(reinterpret_cast<std::byte*>(base));
+    s.bytes = bytes;
+    return s.bases;
+  }
+
+  /// Throws once a rank has given up the job: a wait on shared memory would otherwise wait
+  /// for it forever.
+  void throw_if_abandoned() {
+    if (const int failed = world_->aborted_by(); failed >= 0)
+      throw comm_error(fmt::format("loopback rank {}: gave up waiting on shared memory because rank {} failed", rank_,
+                                   failed));
+  }
+
   /// Each member learns every rank's (color, key) and so computes the same group and the
   /// same context id. Each communicator object numbers its own splits.
   communicator split(int color, int key) {
@@ -250,11 +283,17 @@ class communicator {
     std::ranges::copy(message, out.begin());  // (memcpy of an empty message would pass null pointers)
   }
 
+  struct segments {
+    std::vector<std::byte*> bases;
+    std::size_t bytes = 0;
+  };
+
   world* world_;
   int context_;               // keeps this group's messages apart from every other group's
   std::vector<int> members_;  // world rank of each rank here
   int rank_;
   int splits_ = 0;            // numbers the next split, for its context id
+  std::shared_ptr<segments> segments_ = std::make_shared<segments>();  // shared by copies
 };
 
 inline communicator world::rank(int r) {
@@ -317,6 +356,6 @@ void run(int size, Body body) {
   if (cause >= 0) std::rethrow_exception(failures[static_cast<std::size_t>(cause)]);
 }
 
-static_assert(Communicator<communicator> && CommContext<context>);
+static_assert(Communicator<communicator> && SharedMemory<communicator> && CommContext<context>);
 
 }  // namespace strata::loopback

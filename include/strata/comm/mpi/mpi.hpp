@@ -32,6 +32,7 @@
 #include <mpi.h>
 
 #include "strata/comm/communicator.hpp"
+#include "strata/comm/shared_memory.hpp"
 #include "strata/error.hpp"
 #include "strata/trace/timeline.hpp"
 
@@ -187,6 +188,12 @@ class communicator {
     check(MPI_Allgather(mine.data(), bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, comm_), "MPI_Allgather", rank_);
   }
 
+  /// Every rank's segment of POSIX shared memory (SharedMemory), or nothing where the ranks
+  /// do not all share this machine. Copies of a communicator share its segments.
+  std::span<std::byte* const> shared_segments(std::size_t bytes) { return segments_->get(*this, bytes); }
+  /// A rank that gives up ends the job (MPI_Abort), so a wait on shared memory never outlives it.
+  void throw_if_abandoned() const {}
+
   /// `color` must be non-negative (MPI's rule).
   communicator split(int color, int key) {
     MPI_Comm c = MPI_COMM_NULL;
@@ -215,12 +222,13 @@ class communicator {
 
   MPI_Comm comm_;
   std::shared_ptr<MPI_Comm> owner_;  // set when this communicator frees comm_
+  std::shared_ptr<process_segments> segments_ = std::make_shared<process_segments>();
   int node_color_;
   int rank_ = 0;
   int size_ = 1;
 };
 
-static_assert(Communicator<communicator>);
+static_assert(Communicator<communicator> && SharedMemory<communicator>);
 
 /// Owns MPI's lifetime and one duplicated communicator per purpose.
 ///

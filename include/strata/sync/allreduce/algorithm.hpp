@@ -24,6 +24,14 @@ struct allreduce_options {
   /// 16 MiB, still keeps the data it reduces in cache.
   std::size_t ring_chunk_bytes = std::size_t{1} << 20;
   std::size_t ring_window = 2;
+  /// Where a ring's ranks share the machine, buffers of up to shared_memory_max_bytes (0:
+  /// none) go through shared memory, each chunk written into the neighbour's slots, rather
+  /// than as messages: 2.5-8x faster than MPI's all-reduce from 4 KiB to 1 MiB on 2 ranks,
+  /// where each message's handshake dominates. Above it messages won (0.5-0.9x at 2-4 and
+  /// at 32-128 MiB). Its chunks are smaller: with no handshake to amortize, the slots stay
+  /// in cache. A ring between machines always sends messages.
+  std::size_t shared_memory_max_bytes = std::size_t{1} << 20;
+  std::size_t shared_memory_chunk_bytes = std::size_t{256} << 10;
   /// Hierarchical: nodes of this many consecutive ranks (simulated nodes); 0: the machines.
   int ranks_per_node = 0;
   /// Hierarchical: the chunk and window of the ring between nodes. Its messages cross the
@@ -37,6 +45,13 @@ struct allreduce_options {
   /// work on others.
   std::size_t hierarchical_piece_bytes = std::size_t{4} << 20;
 };
+
+/// The ring within a machine (or on one node's ranks), its chunks carrying elements of W.
+template <class W>
+ring_pipeline ring_shape(const allreduce_options& o) {
+  return {o.ring_chunk_bytes / sizeof(W), o.ring_window, o.shared_memory_max_bytes / sizeof(W),
+          o.shared_memory_chunk_bytes / sizeof(W)};
+}
 
 /// Bytes a bandwidth-optimal all-reduce sends per rank: 2(p-1)/p of the buffer.
 inline std::size_t optimal_allreduce_bytes(std::size_t bytes, int ranks) {
@@ -88,13 +103,11 @@ class allreduce<Native, C, T> {
 template <Communicator C, Element T>
 class allreduce<Ring, C, T> {
  public:
-  explicit allreduce(const allreduce_options& o) : chunk_elements_(o.ring_chunk_bytes / sizeof(T)), window_(o.ring_window) {}
-  std::size_t operator()(C& comm, const span_list<T>& data, T scale) {
-    return ring_allreduce(comm, data, scale, work_, chunk_elements_, window_);
-  }
+  explicit allreduce(const allreduce_options& o) : shape_(ring_shape<T>(o)) {}
+  std::size_t operator()(C& comm, const span_list<T>& data, T scale) { return ring_allreduce(comm, data, scale, work_, shape_); }
 
  private:
-  std::size_t chunk_elements_, window_;
+  ring_pipeline shape_;
   ring_workspace<C, T> work_;
 };
 
@@ -118,8 +131,9 @@ class allreduce<Hierarchical, C, T> {
  public:
   explicit allreduce(const allreduce_options& o)
       : ranks_per_node_(o.ranks_per_node),
-        within_{o.ring_chunk_bytes / sizeof(T), o.ring_window},
-        across_{o.cross_node_chunk_bytes / sizeof(T), o.cross_node_window},
+        within_(ring_shape<T>(o)),
+        across_{o.cross_node_chunk_bytes / sizeof(T), o.cross_node_window, o.shared_memory_max_bytes / sizeof(T),
+                o.shared_memory_chunk_bytes / sizeof(T)},
         piece_elements_(o.hierarchical_piece_bytes / sizeof(T)) {}
   std::size_t operator()(C& comm, const span_list<T>& data, T scale) {
     if (!groups_) groups_ = split_by_node(comm, ranks_per_node_);

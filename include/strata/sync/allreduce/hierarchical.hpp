@@ -151,11 +151,10 @@ std::size_t hierarchical_allreduce(node_groups<C>& groups, const span_list<T>& d
   if constexpr (Testable<C>)
     if (pieces > 1 && local.size() > 1 && groups.cross.size() > 1)
       return detail::hierarchical_in_pieces(groups, data, scale, work, within, across, pieces);
-  std::size_t sent = ring_reduce_scatter(local, data, work.within, within.chunk_elements, within.window);
+  std::size_t sent = ring_reduce_scatter(local, data, work.within, within);
   const segment share = ring_owned_segment(data.size(), local.size(), local.rank());
-  sent += ring_allreduce(groups.cross, data.slice(share.begin, share.size), scale, work.across, across.chunk_elements,
-                         across.window);
-  return sent + ring_allgather(local, data, work.within, within.chunk_elements, within.window);
+  sent += ring_allreduce(groups.cross, data.slice(share.begin, share.size), scale, work.across, across);
+  return sent + ring_allgather(local, data, work.within, within);
 }
 
 }  // namespace strata::sync

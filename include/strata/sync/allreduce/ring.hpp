@@ -14,10 +14,16 @@
 // The two halves also run alone (ring_reduce_scatter, ring_allgather): the hierarchical
 // all-reduce puts a cross-node all-reduce between them. A ring is a run (detail::ring_run)
 // that can also be advanced without blocking, so that one thread drives two at once.
+//
+// Chunks travel as messages, or, where every rank shares the machine and the backend maps
+// shared memory (SharedMemory), each rank writes them straight into landing slots of its
+// right neighbour's (shared_landing): one copy, no kernel call, no handshake per chunk.
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstdint>
 #include <cstddef>
+#include <cstring>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -29,9 +35,37 @@
 
 namespace strata::sync {
 
-/// How a ring cuts its stream: elements per chunk, chunks in flight each way.
+/// How a ring cuts its stream: elements per chunk, chunks in flight each way; and up to
+/// which buffer size (elements; 0: never) chunks go through shared memory where the ranks
+/// share a machine (else: as messages), cut to their own size there (0: chunk_elements).
 struct ring_pipeline {
   std::size_t chunk_elements, window;
+  std::size_t shared_memory_up_to = SIZE_MAX;
+  std::size_t shared_chunk_elements = 0;
+};
+
+/// A rank's landing area for the chunks its left neighbour writes, in shared memory: two
+/// counters, each on a cache line of its own, then `window` slots. The counters count every
+/// chunk ever sent over this pair of ranks of the communicator, so that a ring run starts
+/// where the last one ended, without a handshake; chunk m lands in slot m % window.
+struct shared_landing {
+  static constexpr std::size_t line = 64, slots_at = 2 * line;
+  std::byte* base = nullptr;
+
+  /// Chunks written into the slots so far: stored by the left neighbour only.
+  std::atomic_ref<std::uint64_t> arrived() const { return counter(0); }
+  /// Chunks the owner has finished with (their slots are free): stored by the owner only.
+  std::atomic_ref<std::uint64_t> freed() const { return counter(line); }
+  template <class W>
+  W* slot(std::uint64_t chunk, std::size_t slot_elements, std::size_t window) const {
+    return reinterpret_cast<W*>(base + slots_at) + (chunk % window) * slot_elements;
+  }
+  static std::size_t bytes(std::size_t slot_bytes, std::size_t window) { return slots_at + window * slot_bytes; }
+
+ private:
+  std::atomic_ref<std::uint64_t> counter(std::size_t at) const {
+    return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(base + at));
+  }
 };
 
 /// Segment `i` of `n` elements split over `parts` as evenly as possible.
@@ -202,6 +236,9 @@ class ring_run {
     const std::size_t n = data_.size();
     chunk_ = std::max<std::size_t>(shape.chunk_elements, 1);
     slots_ = std::max<std::size_t>(shape.window, 1);
+    if constexpr (SharedMemory<C>)
+      if (data_.size() <= shape.shared_memory_up_to)
+        land_in_shared_memory(shape.shared_chunk_elements > 0 ? shape.shared_chunk_elements : chunk_);
     if constexpr (!in_place)
       if (work_.wire.size() != n) {
         work_.wire.resize(n);
@@ -216,20 +253,26 @@ class ring_run {
         work_.pieces.push_back(piece{step, c, s.begin + c * chunk_, std::min(chunk_, s.size - c * chunk_)});
     }
     pieces_ = work_.pieces.size();
-    work_.slots.resize(slots_ * chunk_);
     work_.requests.clear();
-    work_.received.assign(pieces_, {});
-    work_.forwarded.assign(pieces_, {});
     work_.first_sends.clear();
+    if (!shared_) {
+      work_.slots.resize(slots_ * chunk_);
+      work_.received.assign(pieces_, {});
+      work_.forwarded.assign(pieces_, {});
+    }
     // This rank's own segment enters the sum (when the reduce-scatter is run) and leaves.
-    const segment own = segment_of(r_ - first);
-    for (std::size_t c = 0; c * chunk_ < own.size; ++c) {
-      const std::size_t begin = own.begin + c * chunk_, size = std::min(chunk_, own.size - c * chunk_);
+    own_ = segment_of(r_ - first);
+    for (std::size_t c = 0; c * chunk_ < own_.size; ++c) {
+      const std::size_t begin = own_.begin + c * chunk_, size = std::min(chunk_, own_.size - c * chunk_);
       if (first == 0)
         for_each_pair(begin, size, [&](std::span<T> d, std::span<W> w, std::size_t at) { codec_.enter(d, w, at); });
-      work_.first_sends.push_back(send(begin, size, first));
+      ++own_chunks_;
+      if (!shared_) work_.first_sends.push_back(send(begin, size, first));
     }
-    post_receives(false);
+    // Chunks this rank sends: its own, then each piece it forwards (all but the last step's).
+    chunks_out_ = own_chunks_ + static_cast<std::size_t>(std::ranges::count_if(
+                                    work_.pieces, [&](const piece& pc) { return pc.step + 1 < last_; }));
+    if (!shared_) post_receives(false);
   }
   ring_run(const ring_run&) = delete;
   ring_run& operator=(const ring_run&) = delete;
@@ -238,12 +281,16 @@ class ring_run {
   /// for the rest. Returns true once every message of the run has completed.
   bool advance(bool block) {
     if (done_) return true;
-    while (next_ < pieces_) {
-      if (!post_receives(block) || !complete(work_.received[next_], block)) return false;
-      handle(next_++);
+    if (shared_) {
+      if (!advance_shared(block)) return false;
+    } else {
+      while (next_ < pieces_) {
+        if (!post_receives(block) || !complete(work_.received[next_], block)) return false;
+        handle(next_++);
+      }
+      for (; drained_ < work_.requests.size(); ++drained_)  // a finished request: at once
+        if (!complete(range{drained_, 1}, block)) return false;
     }
-    for (; drained_ < work_.requests.size(); ++drained_)  // a finished request: at once
-      if (!complete(range{drained_, 1}, block)) return false;
     if constexpr (in_place)
       if (staged_)
         original_.for_each(0, original_.size(), [&](std::size_t at, std::span<T> d) {
@@ -254,7 +301,7 @@ class ring_run {
   }
 
   /// Grows whenever the run posts a receive, handles a chunk or sees a message complete.
-  std::size_t progress() const { return next_ + posted_ + drained_; }
+  std::size_t progress() const { return next_ + posted_ + drained_ + written_; }
   std::size_t sent() const { return sent_; }
 
  private:
@@ -340,16 +387,96 @@ class ring_run {
   /// finished values; then forward it.
   void handle(std::size_t i) {
     const piece pc = work_.pieces[i];
+    const W* in = landed(i);
     if (pc.step < p_ - 1) {
-      const W* in = work_.slots.data() + (i % slots_) * chunk_;
       const bool complete_sum = pc.step == p_ - 2;
       for_each_pair(pc.begin, pc.size, [&](std::span<T> d, std::span<W> w, std::size_t at) {
         codec_.add(d, w, in + (at - pc.begin), at, complete_sum);
       });
     } else {
+      if (shared_)  // (a message landed in place already)
+        wire().for_each(pc.begin, pc.size,
+                        [&](std::size_t offset, std::span<W> s) { std::memcpy(s.data(), in + offset, s.size_bytes()); });
       for_each_pair(pc.begin, pc.size, [&](std::span<T> d, std::span<W> w, std::size_t) { codec_.store(d, w); });
     }
-    if (pc.step + 1 < last_) work_.forwarded[i] = send(pc.begin, pc.size, pc.step + 1);
+    if (!shared_ && pc.step + 1 < last_) work_.forwarded[i] = send(pc.begin, pc.size, pc.step + 1);
+  }
+
+  /// Chunks of `chunk` elements land in shared memory where every rank of the ring can map
+  /// it; each slot holds the largest chunk this run sends, so that a small buffer takes
+  /// little shared memory.
+  void land_in_shared_memory(std::size_t chunk) {
+    const std::size_t largest_segment = (data_.size() + static_cast<std::size_t>(p_) - 1) / static_cast<std::size_t>(p_);
+    slot_elements_ = std::min(chunk, largest_segment);
+    const std::span<std::byte* const> segments =
+        comm_.shared_segments(shared_landing::bytes(slot_elements_ * sizeof(W), slots_));
+    if (segments.empty()) return;
+    shared_ = true;
+    chunk_ = slot_elements_;
+    mine_.base = segments[static_cast<std::size_t>(r_)];
+    right_.base = segments[static_cast<std::size_t>(right())];
+    received_before_ = mine_.freed().load(std::memory_order_acquire);
+    sent_before_ = right_.arrived().load(std::memory_order_acquire);
+  }
+
+  /// Where chunk `i` of this run has landed: a slot of this rank's, in shared memory or not.
+  const W* landed(std::size_t i) const {
+    if (shared_) return mine_.slot<W>(received_before_ + i, slot_elements_, slots_);
+    return work_.slots.data() + (i % slots_) * chunk_;
+  }
+
+  /// The shared-memory ring: handles each chunk that has landed, and writes each chunk that
+  /// is ready (its own, or a piece handled) into the right neighbour's next free slot, in
+  /// order; with `block`, until the run is done.
+  bool advance_shared(bool block) {
+    for (yielding_tests pace;;) {
+      bool moved = false;
+      while (writable()) {
+        write(written_++);
+        moved = true;
+      }
+      if (next_ < pieces_ && mine_.arrived().load(std::memory_order_acquire) > received_before_ + next_) {
+        handle(next_++);
+        mine_.freed().store(received_before_ + next_, std::memory_order_release);
+        moved = true;
+      }
+      if (next_ == pieces_ && written_ == chunks_out_) return true;
+      if (moved) {
+        pace.reset();
+      } else {
+        if (!block) return false;
+        comm_.throw_if_abandoned();
+        pace.idle();
+      }
+    }
+  }
+
+  /// Whether the next chunk to send is ready and the right neighbour has a slot free for it:
+  /// once it has finished the chunks of earlier runs (which may have cut its slots
+  /// otherwise) and this run's up to a window ago. Its counter is read only while a chunk
+  /// is left to send: a neighbour that has received all may free its memory.
+  bool writable() const {
+    if (written_ == chunks_out_ || (written_ >= own_chunks_ && written_ - own_chunks_ >= next_)) return false;
+    const std::uint64_t freed = right_.freed().load(std::memory_order_acquire);
+    return freed >= sent_before_ && sent_before_ + written_ < freed + slots_;
+  }
+
+  /// Chunk `m` of those this rank sends: its own segment's, then the pieces it forwards.
+  segment chunk_out(std::size_t m) const {
+    if (m < own_chunks_) return {own_.begin + m * chunk_, std::min(chunk_, own_.size - m * chunk_)};
+    const piece& pc = work_.pieces[m - own_chunks_];
+    return {pc.begin, pc.size};
+  }
+
+  /// Writes chunk `m` of those this rank sends into the right neighbour's slot.
+  void write(std::size_t m) {
+    const segment out = chunk_out(m);
+    W* slot = right_.slot<W>(sent_before_ + m, slot_elements_, slots_);
+    wire().for_each(out.begin, out.size, [&](std::size_t offset, std::span<W> s) {
+      std::memcpy(slot + offset, s.data(), s.size_bytes());
+      sent_ += s.size_bytes();
+    });
+    right_.arrived().store(sent_before_ + m + 1, std::memory_order_release);
   }
 
   int right() const { return (r_ + 1) % p_; }
@@ -362,13 +489,21 @@ class ring_run {
   bool staged_ = false, done_ = false;
   int first_, last_, p_, r_;
   std::size_t chunk_ = 1, slots_ = 1, pieces_ = 0, next_ = 0, posted_ = 0, drained_ = 0, sent_ = 0;
+  segment own_{0, 0};                             // the segment this rank sends first
+  std::size_t own_chunks_ = 0, chunks_out_ = 0;  // chunks of own_, and all this rank sends
+  // Through shared memory: the landing areas, each slot's size, chunks written so far, and
+  // the chunks over each pair of ranks before this run.
+  bool shared_ = false;
+  shared_landing mine_, right_;
+  std::size_t slot_elements_ = 0, written_ = 0;
+  std::uint64_t received_before_ = 0, sent_before_ = 0;
 };
 
 /// Steps [first, last) of the ring, to the end. Returns the bytes sent.
 template <Communicator C, Element T, Element W>
 std::size_t ring_steps(C& comm, const span_list<T>& data, const ring_codec<T, W>& codec, ring_workspace<C, W>& work,
-                       std::size_t chunk_elements, std::size_t window, int first, int last) {
-  ring_run<C, T, W> run(comm, data, codec, work, {chunk_elements, window}, first, last);
+                       ring_pipeline shape, int first, int last) {
+  ring_run<C, T, W> run(comm, data, codec, work, shape, first, last);
   run.advance(true);
   return run.sent();
 }
@@ -379,9 +514,9 @@ std::size_t ring_steps(C& comm, const span_list<T>& data, const ring_codec<T, W>
 /// (the average, for scale = 1/ranks). Returns the bytes this rank sent.
 template <Communicator C, Element T, Element W>
 std::size_t ring_allreduce(C& comm, const span_list<T>& data, const ring_codec<T, W>& codec, ring_workspace<C, W>& work,
-                           std::size_t chunk_elements, std::size_t window) {
+                           ring_pipeline shape) {
   const int p = comm.size();
-  if (p > 1) return detail::ring_steps(comm, data, codec, work, chunk_elements, window, 0, 2 * (p - 1));
+  if (p > 1) return detail::ring_steps(comm, data, codec, work, shape, 0, 2 * (p - 1));
   // Alone: the sum is this rank's value, scaled and rounded as the wire would.
   if constexpr (ring_codec<T, W>::in_place) {
     scale_in_place(data, codec.scale);
@@ -400,23 +535,21 @@ std::size_t ring_allreduce(C& comm, const span_list<T>& data, const ring_codec<T
 /// The sum times `scale` (1 for a plain sum), in place and in T.
 template <Communicator C, Element T>
 std::size_t ring_allreduce(C& comm, const span_list<T>& data, T scale, ring_workspace<C, T>& work,
-                           std::size_t chunk_elements, std::size_t window) {
-  return ring_allreduce(comm, data, ring_codec<T>{scale, {}}, work, chunk_elements, window);
+                           ring_pipeline shape) {
+  return ring_allreduce(comm, data, ring_codec<T>{scale, {}}, work, shape);
 }
 
 /// Sums `data` over all ranks, leaving each rank the sum of its ring_owned_segment only.
 template <Communicator C, Element T>
-std::size_t ring_reduce_scatter(C& comm, const span_list<T>& data, ring_workspace<C, T>& work,
-                                std::size_t chunk_elements, std::size_t window) {
-  return detail::ring_steps(comm, data, ring_codec<T>{}, work, chunk_elements, window, 0, comm.size() - 1);
+std::size_t ring_reduce_scatter(C& comm, const span_list<T>& data, ring_workspace<C, T>& work, ring_pipeline shape) {
+  return detail::ring_steps(comm, data, ring_codec<T>{}, work, shape, 0, comm.size() - 1);
 }
 
 /// Copies each rank's ring_owned_segment of `data` to every rank.
 template <Communicator C, Element T>
-std::size_t ring_allgather(C& comm, const span_list<T>& data, ring_workspace<C, T>& work, std::size_t chunk_elements,
-                           std::size_t window) {
+std::size_t ring_allgather(C& comm, const span_list<T>& data, ring_workspace<C, T>& work, ring_pipeline shape) {
   const int p = comm.size();
-  return detail::ring_steps(comm, data, ring_codec<T>{}, work, chunk_elements, window, p - 1, 2 * (p - 1));
+  return detail::ring_steps(comm, data, ring_codec<T>{}, work, shape, p - 1, 2 * (p - 1));
 }
 
 }  // namespace strata::sync

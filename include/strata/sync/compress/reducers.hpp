@@ -88,8 +88,7 @@ class cast_reducer {
     bucket_result result;
     if constexpr (std::is_same_v<Algorithm, Ring>) {
       const ring_codec<float, Wire> codec{scale, Feedback ? std::span<float>(residual_) : std::span<float>()};
-      result.bytes_sent =
-          ring_allreduce(comm, bucket.grads, codec, ring_, options_.ring_chunk_bytes / sizeof(Wire), options_.ring_window);
+      result.bytes_sent = ring_allreduce(comm, bucket.grads, codec, ring_, ring_shape<Wire>(options_));
       if (codec.nonfinite) result.nonfinite = detail::find_nonfinite(bucket);  // only to name the variable
     } else {
       result.bytes_sent = cast_reduce_cast(comm, bucket, scale);

@@ -1,0 +1,155 @@
+#pragma once
+// Segments of POSIX shared memory, one per rank of a group of processes on one machine: how
+// a process backend (MPI) models SharedMemory (comm/communicator.hpp).
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "strata/error.hpp"
+
+namespace strata {
+
+/// One mapping of a shared-memory object, unmapped with its owner.
+class shared_mapping {
+ public:
+  shared_mapping(void* base, std::size_t bytes) : base_(base), bytes_(bytes) {}
+  shared_mapping(shared_mapping&& other) noexcept
+      : base_(std::exchange(other.base_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  shared_mapping& operator=(shared_mapping other) noexcept {
+    std::swap(base_, other.base_);
+    std::swap(bytes_, other.bytes_);
+    return *this;
+  }
+  ~shared_mapping() {
+    if (base_) munmap(base_, bytes_);
+  }
+  std::byte* base() const { return static_cast<std::byte*>(base_); }
+
+ private:
+  void* base_;
+  std::size_t bytes_;
+};
+
+/// The segments of one group of processes (`Group`: rank, size, node_color, allgather).
+/// Each rank makes its own segment and maps the others' by name; every name is removed
+/// once all ranks have mapped it, so nothing is left in /dev/shm, even after a crash.
+/// Where the ranks do not all share a machine (node colors differ), or a rank cannot map
+/// another's segment (separate /dev/shm in containers), `get` returns nothing from then on
+/// and the caller sends messages instead.
+class process_segments {
+ public:
+  template <class Group>
+  std::span<std::byte* const> get(Group& group, std::size_t bytes) {
+    if (unusable_) return {};
+    if (!bases_.empty() && bytes <= bytes_) return bases_;
+    if (bases_.empty() && !same_machine(group)) return {};
+    const long page = sysconf(_SC_PAGESIZE);
+    bytes = (bytes + static_cast<std::size_t>(page) - 1) / static_cast<std::size_t>(page) * static_cast<std::size_t>(page);
+    // Replaced segments stay mapped until every rank is here, done with them.
+    shared_mapping old_own = std::move(own_);
+    std::vector<shared_mapping> old_mappings = std::move(mappings_);
+    mappings_.clear();
+    bases_.clear();
+    bytes_ = 0;
+
+    entry mine{};
+    const std::string name = fmt::format("/strata-{}-{}", getpid(), segment_number());
+    std::ranges::copy(name, mine.name);
+    mine.error = create(name, bytes);
+    std::vector<entry> all(static_cast<std::size_t>(group.size()));
+    group.allgather(std::span<const entry>(&mine, 1), std::span<entry>(all));
+    for (std::size_t r = 0; r < all.size(); ++r)
+      if (all[r].error != 0)
+        throw comm_error(fmt::format("rank {} could not make {} bytes of shared memory ({}): {}", r, bytes, all[r].name,
+                                     std::strerror(all[r].error)));
+    int failed = 0;  // errno of this rank's first failed mapping of another's segment
+    for (int r = 0; r < group.size(); ++r) {
+      if (r == group.rank()) {
+        bases_.push_back(own_.base());
+        continue;
+      }
+      const int error = open_and_map(all[static_cast<std::size_t>(r)].name, bytes);
+      if (error != 0 && failed == 0) failed = error;
+      bases_.push_back(error == 0 ? mappings_.back().base() : nullptr);
+    }
+    int failures[1] = {failed};
+    std::vector<int> every(static_cast<std::size_t>(group.size()));
+    group.allgather(std::span<const int>(failures), std::span<int>(every));  // also: every rank has mapped
+    shm_unlink(name.c_str());
+    if (std::ranges::any_of(every, [](int e) { return e != 0; })) {
+      unusable_ = true;
+      mappings_.clear();
+      bases_.clear();
+      own_ = shared_mapping(nullptr, 0);
+      return {};
+    }
+    bytes_ = bytes;
+    return bases_;
+  }
+
+ private:
+  struct entry {
+    char name[48];
+    int error;  // errno of making this rank's segment, or 0
+  };
+
+  template <class Group>
+  bool same_machine(Group& group) {
+    const int mine[1] = {group.node_color()};
+    std::vector<int> colors(static_cast<std::size_t>(group.size()));
+    group.allgather(std::span<const int>(mine), std::span<int>(colors));
+    unusable_ = std::ranges::any_of(colors, [&](int c) { return c != colors.front(); });
+    return !unusable_;
+  }
+
+  int create(const std::string& name, std::size_t bytes) {
+    const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) return errno;
+    int error = ftruncate(fd, static_cast<off_t>(bytes)) == 0 ? 0 : errno;
+    void* base = error == 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (error == 0 && base == MAP_FAILED) error = errno;
+    close(fd);
+    if (error != 0) {
+      shm_unlink(name.c_str());
+      return error;
+    }
+    own_ = shared_mapping(base, bytes);
+    return 0;
+  }
+
+  int open_and_map(const char* name, std::size_t bytes) {
+    const int fd = shm_open(name, O_RDWR, 0600);
+    if (fd < 0) return errno;
+    void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    const int error = base == MAP_FAILED ? errno : 0;
+    close(fd);
+    if (error == 0) mappings_.emplace_back(base, bytes);
+    return error;
+  }
+
+  // Tells apart the segments of one process.
+  static std::uint64_t segment_number() {
+    static std::atomic<std::uint64_t> next{0};
+    return next++;
+  }
+
+  shared_mapping own_{nullptr, 0};
+  std::vector<shared_mapping> mappings_;  // the other ranks' segments
+  std::vector<std::byte*> bases_;         // every rank's segment, this rank's own included
+  std::size_t bytes_ = 0;
+  bool unusable_ = false;
+};
+
+}  // namespace strata
