@@ -4,7 +4,9 @@
 //   mpirun -np 2 ./allreduce_bw
 //
 // busbw = bytes / time * 2(n-1)/n (nccl-tests' definition), medians over rounds. Across
-// hosts, --link-gbit gives the links' rate and the summary the ring's share of it.
+// hosts, --link-gbit gives the links' rate and the summary the ring's share of it. Within
+// a machine the ring's chunks of buffers up to --shared-max-kib go through shared memory;
+// "msgs" is the same ring sending them as MPI messages at every size.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -30,7 +32,9 @@ int main(int argc, char** argv) {
   bool quick = false;
   constexpr strata::sync::allreduce_options defaults{};
   std::size_t min_bytes = std::size_t{4} << 10, max_bytes = std::size_t{128} << 20;
-  std::size_t chunk_kib = defaults.ring_chunk_bytes >> 10, window = defaults.ring_window;
+  std::size_t chunk_kib = defaults.ring_chunk_bytes >> 10, window = defaults.ring_window,
+              shared_chunk_kib = defaults.shared_memory_chunk_bytes >> 10,
+              shared_max_kib = defaults.shared_memory_max_bytes >> 10;
   std::size_t cross_chunk_kib = defaults.cross_node_chunk_bytes >> 10, cross_window = defaults.cross_node_window,
               piece_kib = defaults.hierarchical_piece_bytes >> 10;
   double link_gbit = 0.0;
@@ -41,7 +45,11 @@ int main(int argc, char** argv) {
   examples::number(app, "--min-bytes", min_bytes, std::size_t{8}, largest, "smallest buffer");
   examples::number(app, "--max-bytes", max_bytes, std::size_t{8}, largest, "largest buffer");
   examples::number(app, "--rounds", rounds, 1, 1000, "interleaved rounds per size (medians are taken over them)");
-  examples::number(app, "--chunk-kib", chunk_kib, std::size_t{1}, std::size_t{1} << 20, "ring chunk size");
+  examples::number(app, "--chunk-kib", chunk_kib, std::size_t{1}, std::size_t{1} << 20, "ring chunk size (messages)");
+  examples::number(app, "--shared-chunk-kib", shared_chunk_kib, std::size_t{1}, std::size_t{1} << 20,
+                   "ring chunk size through shared memory");
+  examples::number(app, "--shared-max-kib", shared_max_kib, std::size_t{0}, std::size_t{1} << 21,
+                   "largest buffer the ring sends through shared memory (0: none)");
   examples::number(app, "--window", window, std::size_t{1}, std::size_t{1024}, "ring chunks in flight");
   examples::number(app, "--cross-chunk-kib", cross_chunk_kib, std::size_t{1}, std::size_t{1} << 20,
                    "hierarchical: the chunk of the ring between nodes");
@@ -65,26 +73,34 @@ int main(int argc, char** argv) {
   const int ranks = comm.size();
   const strata::sync::allreduce_options options{.ring_chunk_bytes = chunk_kib << 10,
                                                 .ring_window = window,
+                                                .shared_memory_max_bytes = shared_max_kib << 10,
+                                                .shared_memory_chunk_bytes = shared_chunk_kib << 10,
                                                 .cross_node_chunk_bytes = cross_chunk_kib << 10,
                                                 .cross_node_window = cross_window,
                                                 .hierarchical_piece_bytes = piece_kib << 10};
   strata::sync::allreduce<strata::Ring, communicator, float> ring(options);
+  strata::sync::allreduce_options as_messages = options;
+  as_messages.shared_memory_max_bytes = 0;
+  strata::sync::allreduce<strata::Ring, communicator, float> ring_messages(as_messages);
   strata::sync::allreduce<strata::Native, communicator, float> native(options);
   strata::sync::allreduce<strata::Tree, communicator, float> tree(options);
   strata::sync::allreduce<strata::Hierarchical, communicator, float> hierarchical(options);
 
   if (ctx.rank() == 0)
-    fmt::print("{:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>10} {:>10}   (bus bandwidth GB/s, medians; {} ranks)\n",
-               "bytes", "ring", "tree", "hier", "native", "MPI", "ring/MPI", "nat/MPI", "tree/ring", "hier/ring", ranks);
+    fmt::print("{:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>10} {:>10} {:>9}   (bus bandwidth GB/s, medians; "
+               "{} ranks)\n",
+               "bytes", "ring", "msgs", "tree", "hier", "native", "MPI", "ring/MPI", "nat/MPI", "tree/ring", "hier/ring",
+               "ring/msgs", ranks);
   double ring_vs_mpi_64m = 0.0, native_vs_mpi_64m = 0.0, worst_ring_ge_1m = 1e9, worst_tree_below_64k = 1e9,
-         worst_hier_ge_16m = 1e9, worst_ring_link_ge_16m = 1e9;
+         worst_hier_ge_16m = 1e9, worst_ring_link_ge_16m = 1e9, worst_ring_vs_messages = 1e9;
   for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
     const std::size_t n = bytes / sizeof(float);
-    strata::host_vector<float> a(n, 1.0f), b(n, 1.0f), c(n, 1.0f), d(n, 1.0f), e(n, 1.0f);
+    strata::host_vector<float> a(n, 1.0f), b(n, 1.0f), c(n, 1.0f), d(n, 1.0f), e(n, 1.0f), f(n, 1.0f);
     const strata::sync::span_list<float> ring_buffer({std::span<float>(a)}), native_buffer({std::span<float>(b)}),
-        tree_buffer({std::span<float>(d)}), hierarchical_buffer({std::span<float>(e)});
+        tree_buffer({std::span<float>(d)}), hierarchical_buffer({std::span<float>(e)}), messages_buffer({std::span<float>(f)});
     std::vector<bench::contender> contenders = {
         {"ring", [&] { ring(comm, ring_buffer, 1.0f); }},
+        {"ring as messages", [&] { ring_messages(comm, messages_buffer, 1.0f); }},
         {"native", [&] { native(comm, native_buffer, 1.0f); }},
         {"tree", [&] { tree(comm, tree_buffer, 1.0f); }},
         {"hierarchical", [&] { hierarchical(comm, hierarchical_buffer, 1.0f); }},
@@ -94,9 +110,10 @@ int main(int argc, char** argv) {
     // barrier and the scheduler as much as the all-reduce (ring/MPI swung by 10% at 1-8 MiB).
     const int calls = static_cast<int>(std::clamp<std::size_t>((std::size_t{64} << 20) / bytes, 1, 2000));
     bench::interleave(contenders, rounds, calls, [&] { MPI_Barrier(comm.native_handle()); });
-    const double t_ring = bench::median(contenders[0].seconds), t_native = bench::median(contenders[1].seconds),
-                 t_tree = bench::median(contenders[2].seconds), t_hier = bench::median(contenders[3].seconds),
-                 t_mpi = bench::median(contenders[4].seconds);
+    auto seconds = [&](std::size_t i) { return bench::median(contenders[i].seconds); };
+    const double t_ring = seconds(0), t_messages = seconds(1), t_native = seconds(2), t_tree = seconds(3),
+                 t_hier = seconds(4), t_mpi = seconds(5);
+    worst_ring_vs_messages = std::min(worst_ring_vs_messages, t_messages / t_ring);
     if (bytes < (64 << 10)) worst_tree_below_64k = std::min(worst_tree_below_64k, t_ring / t_tree);
     const double ring_ratio = t_mpi / t_ring, native_ratio = t_mpi / t_native;  // > 1: faster than MPI
     if (bytes >= (1 << 20)) worst_ring_ge_1m = std::min(worst_ring_ge_1m, ring_ratio);
@@ -110,19 +127,20 @@ int main(int argc, char** argv) {
       native_vs_mpi_64m = native_ratio;
     }
     if (ctx.rank() == 0)
-      fmt::print("{:>10} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>9.2f} {:>9.2f} {:>10.2f} {:>10.2f}\n", bytes,
-                 bus_gbps(bytes, t_ring, ranks), bus_gbps(bytes, t_tree, ranks), bus_gbps(bytes, t_hier, ranks),
-                 bus_gbps(bytes, t_native, ranks), bus_gbps(bytes, t_mpi, ranks), ring_ratio, native_ratio,
-                 t_ring / t_tree, t_ring / t_hier);
+      fmt::print("{:>10} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>9.2f} {:>9.2f} {:>10.2f} {:>10.2f} {:>9.2f}\n",
+                 bytes, bus_gbps(bytes, t_ring, ranks), bus_gbps(bytes, t_messages, ranks), bus_gbps(bytes, t_tree, ranks),
+                 bus_gbps(bytes, t_hier, ranks), bus_gbps(bytes, t_native, ranks), bus_gbps(bytes, t_mpi, ranks),
+                 ring_ratio, native_ratio, t_ring / t_tree, t_ring / t_hier, t_messages / t_ring);
   }
   const std::string link_share = link_gbit > 0.0 && worst_ring_link_ge_16m != 1e9
                                      ? fmt::format(" min_ring_link_share_ge_16MiB={:.3f}", worst_ring_link_ge_16m)
                                      : std::string();
   if (ctx.rank() == 0)
     fmt::print("summary: ranks={} ring_vs_mpi={:.3f} native_vs_mpi={:.3f} min_ring_vs_mpi_ge_1MiB={:.3f} "
-               "min_tree_vs_ring_below_64KiB={:.3f} min_hier_vs_ring_ge_16MiB={:.3f}{} (speed ratios, ring/native vs "
-               "MPI at 64 MiB; >1 is faster; link share: bus bandwidth over --link-gbit)\n",
+               "min_tree_vs_ring_below_64KiB={:.3f} min_hier_vs_ring_ge_16MiB={:.3f}{} min_ring_vs_messages={:.3f} "
+               "(speed ratios, ring/native vs MPI at 64 MiB; >1 is faster; link share: bus bandwidth over --link-gbit; "
+               "messages: the ring's chunks as MPI messages)\n",
                ranks, ring_vs_mpi_64m, native_vs_mpi_64m, worst_ring_ge_1m == 1e9 ? 0.0 : worst_ring_ge_1m,
                worst_tree_below_64k == 1e9 ? 0.0 : worst_tree_below_64k,
-               worst_hier_ge_16m == 1e9 ? 0.0 : worst_hier_ge_16m, link_share);
+               worst_hier_ge_16m == 1e9 ? 0.0 : worst_hier_ge_16m, link_share, worst_ring_vs_messages);
 }

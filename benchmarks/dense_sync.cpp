@@ -36,11 +36,18 @@ int main(int argc, char** argv) {
   bool quick = false;
   int rounds = 15;
   double bucket_mib = 25.0, first_bucket_mib = 1.0;
+  strata::executor_options options;
   CLI::App app{"ResNet-50 gradient synchronization: strata's bucketed executor vs one flat MPI_Allreduce"};
   app.add_flag("--quick", quick, "few rounds (smoke test)");
   examples::number(app, "--rounds", rounds, 1, 1000, "interleaved rounds (medians are taken over them)");
   examples::number(app, "--bucket-mib", bucket_mib, 0.001, 4096.0, "fusion bucket size");
   examples::number(app, "--first-bucket-mib", first_bucket_mib, 0.001, 4096.0, "first bucket size");
+  examples::number(app, "--ring-chunk-bytes", options.allreduce.ring_chunk_bytes, std::size_t{4}, std::size_t{1} << 30,
+                   "the ring's chunk as messages");
+  examples::number(app, "--shared-chunk-bytes", options.allreduce.shared_memory_chunk_bytes, std::size_t{4},
+                   std::size_t{1} << 30, "the ring's chunk through shared memory");
+  examples::number(app, "--ring-window", options.allreduce.ring_window, std::size_t{1}, std::size_t{64},
+                   "the ring's chunks in flight");
   if (const auto status = examples::parse(app, argc, argv, "dense_sync", ctx.rank())) return *status;
   if (quick) rounds = 2;
 
@@ -49,10 +56,13 @@ int main(int argc, char** argv) {
   std::size_t total = 0;
   for (const auto& s : shapes) total += s.elements();
 
-  strata::executor_options options;
   options.buckets = {.first_bucket_bytes = static_cast<std::size_t>(first_bucket_mib * (1 << 20)),
                      .bucket_bytes = static_cast<std::size_t>(bucket_mib * (1 << 20))};
   bench::executor_model<strata::Strategy<strata::AllReduce<strata::Ring>>, bench::no_update> ring(ctx, shapes, {}, options);
+  strata::executor_options as_messages = options;  // the same ring, its chunks sent as MPI messages
+  as_messages.allreduce.shared_memory_max_bytes = 0;
+  bench::executor_model<strata::Strategy<strata::AllReduce<strata::Ring>>, bench::no_update> ring_messages(ctx, shapes, {},
+                                                                                                         as_messages);
   bench::executor_model<strata::Strategy<strata::AllReduce<strata::Native>>, bench::no_update> native(ctx, shapes, {},
                                                                                                      options);
   // Rings within each machine and across them (on one machine: a ring over its ranks).
@@ -80,6 +90,7 @@ int main(int argc, char** argv) {
 
   std::vector<bench::contender> contenders = {
       {"strata ring", [&] { ring.step(); }},
+      {"ring as messages", [&] { ring_messages.step(); }},
       {"strata native", [&] { native.step(); }},
       {"strata hierarchical", [&] { hierarchical.step(); }},
       {"flat MPI_Allreduce",
@@ -87,10 +98,9 @@ int main(int argc, char** argv) {
       {"memory bound", memory_bound},
   };
   bench::interleave(contenders, rounds, 1, [&] { MPI_Barrier(comm); });
-  const double ring_ms = 1e3 * bench::median(contenders[0].seconds), native_ms = 1e3 * bench::median(contenders[1].seconds),
-               hierarchical_ms = 1e3 * bench::median(contenders[2].seconds),
-               flat_ms = 1e3 * bench::median(contenders[3].seconds),
-               bound_ms = 1e3 * bench::median(contenders[4].seconds);
+  auto ms = [&](std::size_t i) { return 1e3 * bench::median(contenders[i].seconds); };
+  const double ring_ms = ms(0), messages_ms = ms(1), native_ms = ms(2), hierarchical_ms = ms(3), flat_ms = ms(4),
+               bound_ms = ms(5);
   if (ctx.rank() == 0) {
     fmt::print("ResNet-50: {} tensors, {} parameters, {:.1f} MiB; {} ranks; buckets {} MiB (first {} MiB); medians of {} "
                "rounds\n",
@@ -99,9 +109,10 @@ int main(int argc, char** argv) {
     for (const auto& c : contenders) fmt::print("  {:<20} {:8.2f} ms\n", c.name, 1e3 * bench::median(c.seconds));
     fmt::print("summary: ranks={} strata_ms={:.2f} strata_native_ms={:.2f} strata_hierarchical_ms={:.2f} "
                "flat_mpi_ms={:.2f} ratio={:.3f} native_ratio={:.3f} hierarchical_ratio={:.3f} bound_ms={:.2f} "
-               "vs_bound={:.3f} (strata = AllReduce<Ring>; ratio = strata_ms / flat_mpi_ms; vs_bound = strata_ms / "
-               "bound_ms)\n",
+               "vs_bound={:.3f} messages_ms={:.2f} shared_vs_messages={:.3f} (strata = AllReduce<Ring>; ratio = "
+               "strata_ms / flat_mpi_ms; vs_bound = strata_ms / bound_ms; messages: the ring's chunks as MPI messages, "
+               "not through shared memory)\n",
                ctx.size(), ring_ms, native_ms, hierarchical_ms, flat_ms, ring_ms / flat_ms, native_ms / flat_ms,
-               hierarchical_ms / flat_ms, bound_ms, ring_ms / bound_ms);
+               hierarchical_ms / flat_ms, bound_ms, ring_ms / bound_ms, messages_ms, ring_ms / messages_ms);
   }
 }
