@@ -26,10 +26,10 @@ struct allreduce_options {
   std::size_t ring_window = 2;
   /// Where a ring's ranks share the machine, buffers of up to shared_memory_max_bytes (0:
   /// none) go through shared memory, each chunk written into the neighbour's slots, rather
-  /// than as messages: 2.5-8x faster than MPI's all-reduce from 4 KiB to 1 MiB on 2 ranks,
-  /// where each message's handshake dominates. Above it messages won (0.5-0.9x at 2-4 and
-  /// at 32-128 MiB). Its chunks are smaller: with no handshake to amortize, the slots stay
-  /// in cache. A ring between machines always sends messages.
+  /// than as messages: 2.2-8.4x faster from 4 KiB to 1 MiB on 2 ranks, where each message's
+  /// handshake was the time. At 2-8 MiB messages won (0.88-1.00x), above they were even.
+  /// Its chunks are smaller: with no handshake to amortize, the slots stay in cache. A ring
+  /// between machines always sends messages.
   std::size_t shared_memory_max_bytes = std::size_t{1} << 20;
   std::size_t shared_memory_chunk_bytes = std::size_t{256} << 10;
   /// Hierarchical: nodes of this many consecutive ranks (simulated nodes); 0: the machines.
