@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <span>
 #include <string>
 #include <utility>
@@ -65,7 +66,7 @@ class process_segments {
     bytes_ = 0;
 
     entry mine{};
-    const std::string name = fmt::format("/strata-{}-{}", getpid(), segment_number());
+    const std::string name = fmt::format("/strata-{}-{}-{:08x}", getpid(), segment_number(), std::random_device{}());
     std::ranges::copy(name, mine.name);
     mine.error = create(name, bytes);
     std::vector<entry> all(static_cast<std::size_t>(group.size()));
@@ -117,7 +118,8 @@ class process_segments {
   int create(const std::string& name, std::size_t bytes) {
     const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0) return errno;
-    int error = ftruncate(fd, static_cast<off_t>(bytes)) == 0 ? 0 : errno;
+    // Reserved now, so that a full /dev/shm is an error here, not a SIGBUS at first touch.
+    int error = ftruncate(fd, static_cast<off_t>(bytes)) == 0 ? posix_fallocate(fd, 0, static_cast<off_t>(bytes)) : errno;
     void* base = error == 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
     if (error == 0 && base == MAP_FAILED) error = errno;
     close(fd);
