@@ -300,7 +300,8 @@ class ring_run {
     return true;
   }
 
-  /// Grows whenever the run posts a receive, handles a chunk or sees a message complete.
+  /// Grows whenever the run posts a receive, handles a chunk, sees a message complete or
+  /// writes a chunk into shared memory.
   std::size_t progress() const { return next_ + posted_ + drained_ + written_; }
   std::size_t sent() const { return sent_; }
 
@@ -384,7 +385,7 @@ class ring_run {
   }
 
   /// Chunk `i` has arrived: add this rank's values to the partial sum, or store the
-  /// finished values; then forward it.
+  /// finished values; then forward it (through shared memory, write() does, in order).
   void handle(std::size_t i) {
     const piece pc = work_.pieces[i];
     const W* in = landed(i);
