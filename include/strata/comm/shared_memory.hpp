@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <span>
@@ -18,7 +19,6 @@
 
 #include <fmt/format.h>
 
-#include "strata/error.hpp"
 
 namespace strata {
 
@@ -46,9 +46,10 @@ class shared_mapping {
 /// The segments of one group of processes (`Group`: rank, size, node_color, allgather).
 /// Each rank makes its own segment and maps the others' by name; every name is removed
 /// once all ranks have mapped it, so nothing is left in /dev/shm, even after a crash.
-/// Where the ranks do not all share a machine (node colors differ), or a rank cannot map
-/// another's segment (separate /dev/shm in containers), `get` returns nothing from then on
-/// and the caller sends messages instead.
+/// Where the ranks do not all share a machine (node colors differ), a rank cannot make its
+/// segment (a full /dev/shm: said once on standard error) or cannot map another's (separate
+/// /dev/shm in containers), `get` returns nothing from then on and the caller sends
+/// messages instead.
 class process_segments {
  public:
   template <class Group>
@@ -72,9 +73,13 @@ class process_segments {
     std::vector<entry> all(static_cast<std::size_t>(group.size()));
     group.allgather(std::span<const entry>(&mine, 1), std::span<entry>(all));
     for (std::size_t r = 0; r < all.size(); ++r)
-      if (all[r].error != 0)
-        throw comm_error(fmt::format("rank {} could not make {} bytes of shared memory ({}): {}", r, bytes, all[r].name,
-                                     std::strerror(all[r].error)));
+      if (all[r].error != 0) {
+        if (mine.error == 0) shm_unlink(name.c_str());
+        if (group.rank() == 0)
+          fmt::print(stderr, "strata: rank {} could not make {} bytes of shared memory ({}: {}); rings send messages\n",
+                     r, bytes, all[r].name, std::strerror(all[r].error));
+        return give_up();
+      }
     int failed = 0;  // errno of this rank's first failed mapping of another's segment
     for (int r = 0; r < group.size(); ++r) {
       if (r == group.rank()) {
@@ -89,18 +94,20 @@ class process_segments {
     std::vector<int> every(static_cast<std::size_t>(group.size()));
     group.allgather(std::span<const int>(failures), std::span<int>(every));  // also: every rank has mapped
     shm_unlink(name.c_str());
-    if (std::ranges::any_of(every, [](int e) { return e != 0; })) {
-      unusable_ = true;
-      mappings_.clear();
-      bases_.clear();
-      own_ = shared_mapping(nullptr, 0);
-      return {};
-    }
+    if (std::ranges::any_of(every, [](int e) { return e != 0; })) return give_up();
     bytes_ = bytes;
     return bases_;
   }
 
  private:
+  std::span<std::byte* const> give_up() {
+    unusable_ = true;
+    mappings_.clear();
+    bases_.clear();
+    own_ = shared_mapping(nullptr, 0);
+    return {};
+  }
+
   struct entry {
     char name[48];
     int error;  // errno of making this rank's segment, or 0
