@@ -255,7 +255,7 @@ class ring_run {
     pieces_ = work_.pieces.size();
     work_.requests.clear();
     work_.first_sends.clear();
-    if (!shared_) {
+    if (!shared()) {
       work_.slots.resize(slots_ * chunk_);
       work_.received.assign(pieces_, {});
       work_.forwarded.assign(pieces_, {});
@@ -267,12 +267,12 @@ class ring_run {
       if (first == 0)
         for_each_pair(begin, size, [&](std::span<T> d, std::span<W> w, std::size_t at) { codec_.enter(d, w, at); });
       ++own_chunks_;
-      if (!shared_) work_.first_sends.push_back(send(begin, size, first));
+      if (!shared()) work_.first_sends.push_back(send(begin, size, first));
     }
     // Chunks this rank sends: its own, then each piece it forwards (all but the last step's).
     chunks_out_ = own_chunks_ + static_cast<std::size_t>(std::ranges::count_if(
                                     work_.pieces, [&](const piece& pc) { return pc.step + 1 < last_; }));
-    if (!shared_) post_receives(false);
+    if (!shared()) post_receives(false);
   }
   ring_run(const ring_run&) = delete;
   ring_run& operator=(const ring_run&) = delete;
@@ -281,7 +281,7 @@ class ring_run {
   /// for the rest. Returns true once every message of the run has completed.
   bool advance(bool block) {
     if (done_) return true;
-    if (shared_) {
+    if (shared()) {
       if (!advance_shared(block)) return false;
     } else {
       while (next_ < pieces_) {
@@ -395,12 +395,12 @@ class ring_run {
         codec_.add(d, w, in + (at - pc.begin), at, complete_sum);
       });
     } else {
-      if (shared_)  // (a message landed in place already)
+      if (shared())  // (a message landed in place already)
         wire().for_each(pc.begin, pc.size,
                         [&](std::size_t offset, std::span<W> s) { std::memcpy(s.data(), in + offset, s.size_bytes()); });
       for_each_pair(pc.begin, pc.size, [&](std::span<T> d, std::span<W> w, std::size_t) { codec_.store(d, w); });
     }
-    if (!shared_ && pc.step + 1 < last_) work_.forwarded[i] = send(pc.begin, pc.size, pc.step + 1);
+    if (!shared() && pc.step + 1 < last_) work_.forwarded[i] = send(pc.begin, pc.size, pc.step + 1);
   }
 
   /// Chunks of `chunk` elements land in shared memory where every rank of the ring can map
@@ -408,12 +408,11 @@ class ring_run {
   /// little shared memory.
   void land_in_shared_memory(std::size_t chunk) {
     const std::size_t largest_segment = (data_.size() + static_cast<std::size_t>(p_) - 1) / static_cast<std::size_t>(p_);
-    slot_elements_ = std::min(chunk, largest_segment);
+    const std::size_t slot_elements = std::min(chunk, largest_segment);
     const std::span<std::byte* const> segments =
-        comm_.shared_segments(shared_landing::bytes(slot_elements_ * sizeof(W), slots_));
+        comm_.shared_segments(shared_landing::bytes(slot_elements * sizeof(W), slots_));
     if (segments.empty()) return;
-    shared_ = true;
-    chunk_ = slot_elements_;
+    chunk_ = slot_elements;  // a slot holds one chunk
     mine_.base = segments[static_cast<std::size_t>(r_)];
     right_.base = segments[static_cast<std::size_t>(right())];
     received_before_ = mine_.freed().load(std::memory_order_acquire);
@@ -422,7 +421,7 @@ class ring_run {
 
   /// Where chunk `i` of this run has landed: a slot of this rank's, in shared memory or not.
   const W* landed(std::size_t i) const {
-    if (shared_) return mine_.slot<W>(received_before_ + i, slot_elements_, slots_);
+    if (shared()) return mine_.slot<W>(received_before_ + i, chunk_, slots_);
     return work_.slots.data() + (i % slots_) * chunk_;
   }
 
@@ -472,7 +471,7 @@ class ring_run {
   /// Writes chunk `m` of those this rank sends into the right neighbour's slot.
   void write(std::size_t m) {
     const segment out = chunk_out(m);
-    W* slot = right_.slot<W>(sent_before_ + m, slot_elements_, slots_);
+    W* slot = right_.slot<W>(sent_before_ + m, chunk_, slots_);
     wire().for_each(out.begin, out.size, [&](std::size_t offset, std::span<W> s) {
       std::memcpy(slot + offset, s.data(), s.size_bytes());
       sent_ += s.size_bytes();
@@ -480,6 +479,7 @@ class ring_run {
     right_.arrived().store(sent_before_ + m + 1, std::memory_order_release);
   }
 
+  bool shared() const { return mine_.base != nullptr; }
   int right() const { return (r_ + 1) % p_; }
   int left() const { return (r_ + p_ - 1) % p_; }
 
@@ -492,11 +492,10 @@ class ring_run {
   std::size_t chunk_ = 1, slots_ = 1, pieces_ = 0, next_ = 0, posted_ = 0, drained_ = 0, sent_ = 0;
   segment own_{0, 0};                             // the segment this rank sends first
   std::size_t own_chunks_ = 0, chunks_out_ = 0;  // chunks of own_, and all this rank sends
-  // Through shared memory: the landing areas, each slot's size, chunks written so far, and
+  // Through shared memory (where the landing areas are mapped): chunks written so far, and
   // the chunks over each pair of ranks before this run.
-  bool shared_ = false;
   shared_landing mine_, right_;
-  std::size_t slot_elements_ = 0, written_ = 0;
+  std::size_t written_ = 0;
   std::uint64_t received_before_ = 0, sent_before_ = 0;
 };
 
