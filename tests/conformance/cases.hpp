@@ -129,12 +129,13 @@ void allreduce_agrees_with_ring(Context& ctx, sync::allreduce_options options) {
   using C = std::remove_reference_t<decltype(comm)>;
   std::mt19937 rng(99u + static_cast<unsigned>(comm.rank()));
   std::uniform_real_distribution<float> positive(0.5f, 1.5f);
-  std::vector<float> values(10'007);
+  std::vector<float> values(10'009);
   for (float& x : values) x = positive(rng);
+  values[1000] = values[1004] = 0.0f;  // gaps between the parts, so that they stay three
   std::vector<float> flat = values;
   auto bucket = [](std::vector<float>& v) {
     const std::span<float> all(v);
-    return sync::span_list<float>({all.first(1000), all.subspan(1000, 3), all.subspan(1003)});
+    return sync::span_list<float>({all.first(1000), all.subspan(1001, 3), all.subspan(1005)});
   };
   sync::allreduce<Algorithm, C, float> reduce(options);
   sync::allreduce<Ring, C, float> ring(options);

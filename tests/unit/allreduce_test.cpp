@@ -67,9 +67,9 @@ TEST_CASE("a finely cut bucket is reduced through one contiguous copy, to the sa
   // Hierarchical's two ring phases (reduce-scatter, all-gather) stage it too.
   CHECK_NOTHROW(
       loopback::run(4, [&](auto& ctx) { conformance::allreduce_averages_buffer_lists<Hierarchical>(ctx, 2, sizes); }));
-  std::vector<float> memory(3000);
-  std::vector<std::span<float>> blocks;
-  for (std::size_t i = 0; i < 3000; ++i) blocks.emplace_back(memory.data() + i, 1);
+  std::vector<float> memory(6000);
+  std::vector<std::span<float>> blocks;  // every other element: blocks that follow each other would be joined
+  for (std::size_t i = 0; i < 3000; ++i) blocks.emplace_back(memory.data() + 2 * i, 1);
   CHECK(sync::fragmented(sync::span_list<float>(blocks)));
   CHECK_FALSE(sync::fragmented(sync::span_list<float>({std::span<float>(memory)})));
 }
@@ -141,6 +141,22 @@ TEST_CASE("span_list visits the pieces covering a range", "[allreduce]") {
   list.for_each(2, 4, [&](std::size_t offset, std::span<int> s) { seen.emplace_back(offset, s.size()); });
   CHECK(list.size() == 7);
   CHECK(seen == std::vector<std::pair<std::size_t, std::size_t>>{{0, 1}, {1, 3}});
+}
+
+TEST_CASE("span_list joins parts that follow each other in memory and leaves out empty ones", "[allreduce]") {
+  std::vector<int> memory(10), apart(3);
+  const std::span<int> all(memory);
+  const sync::span_list<int> list(
+      {all.first(4), all.subspan(4, 0), all.subspan(4, 2), std::span<int>(apart), all.subspan(7, 3)});
+  REQUIRE(list.parts().size() == 3);
+  CHECK(list.parts()[0].data() == memory.data());
+  CHECK(list.parts()[0].size() == 6);
+  CHECK(list.parts()[1].data() == apart.data());
+  CHECK(list.parts()[2].data() == memory.data() + 7);
+  CHECK(list.size() == 12);
+  std::vector<std::pair<std::size_t, const int*>> seen;  // (offset, first element)
+  list.for_each(5, 5, [&](std::size_t offset, std::span<int> s) { seen.emplace_back(offset, s.data()); });
+  CHECK(seen == std::vector<std::pair<std::size_t, const int*>>{{0, memory.data() + 5}, {1, apart.data()}, {4, memory.data() + 7}});
 }
 
 TEST_CASE("ring segments cover the buffer without overlap", "[allreduce]") {

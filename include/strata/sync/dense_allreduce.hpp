@@ -186,12 +186,11 @@ class dense_allreduce_synchronizer {
         for (bucket& b : buckets_) {
           const std::span<float> residual = b.reduce->residual_state(b.grads.size());
           std::size_t at = 0;
-          for (std::size_t i = 0; i < b.grads.parts().size(); ++i) {
-            const std::size_t n = b.grads.parts()[i].size();
-            const std::span<float> home = residuals[b.homes[i].variable].subspan(b.homes[i].offset, n);
+          for (const block_home& h : b.homes) {
+            const std::span<float> home = residuals[h.variable].subspan(h.offset, h.size);
             if (to_buckets) std::ranges::copy(home, residual.begin() + static_cast<std::ptrdiff_t>(at));
-            else std::ranges::copy(residual.subspan(at, n), home.begin());
-            at += n;
+            else std::ranges::copy(residual.subspan(at, h.size), home.begin());
+            at += h.size;
           }
         }
       };
@@ -205,11 +204,11 @@ class dense_allreduce_synchronizer {
  private:
 
   struct block_home {
-    std::size_t variable, offset;  // a block of the bucket is the variable's elements from offset on
+    std::size_t variable, offset, size;  // a block of the bucket: the variable's elements [offset, offset + size)
   };
   struct bucket {
     span_list<float> grads;         // the pieces' memory, reduced in place
-    std::vector<block_home> homes;  // per block of grads
+    std::vector<block_home> homes;  // per block of the bucket, in order (grads joins adjacent ones)
     std::vector<bucket_item> items;  // the pieces, for codecs and error messages
     std::optional<reducer> reduce;
     std::vector<float> accumulated;  // sum of earlier micro-batches (accumulation only)
@@ -247,11 +246,12 @@ class dense_allreduce_synchronizer {
         const gradient_piece& piece = pieces_[layout.members[i]];
         blocks.insert(blocks.end(), piece.blocks.begin(), piece.blocks.end());
         for (const std::span<float> block : piece.blocks)
-          b.homes.push_back({piece.variable, static_cast<std::size_t>(block.data() - variables_[piece.variable].grad.data())});
+          b.homes.push_back(
+              {piece.variable, static_cast<std::size_t>(block.data() - variables_[piece.variable].grad.data()), block.size()});
         b.items.push_back({piece.name, layout.offsets[i], piece.rows, piece.cols});
         home_[layout.members[i]] = {buckets_.size() - 1, layout.offsets[i]};
       }
-      b.grads = span_list<float>(std::move(blocks));
+      b.grads = span_list<float>(blocks);
       members.push_back(layout.members.size());
       b.reduce.emplace(options.allreduce, options.compression, b.items);
     }
