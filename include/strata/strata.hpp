@@ -14,6 +14,7 @@
 #include "strata/model/build.hpp"
 #include "strata/model/huge_pages.hpp"
 #include "strata/model/model.hpp"
+#include "strata/model/tensor_arena.hpp"
 #include "strata/optim/dense_and_sparse.hpp"
 #include "strata/optim/optimizer.hpp"
 #include "strata/parallel/mesh.hpp"

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 #include <mutex>
+#include <optional>
 
 #include <catch2/catch.hpp>
 #include <unistd.h>
@@ -38,14 +39,26 @@ using Compressed = Strategy<AllReduce<Ring>, Compress<FP16, ErrorFeedback>>;
 using Plain = Strategy<AllReduce<Ring>>;
 using Mixed = model_of<Compressed, Plain>;
 
+/// Where the replica's gradients live: each in a vector of its own, or the two compressed
+/// matrices in one tensor_arena, where they follow each other as a bucket lists them.
+enum class gradients { separate, arena };
+
 struct replica {
-  std::vector<std::vector<float>> params, grads;
+  std::vector<std::vector<float>> params, separate;
+  std::optional<tensor_arena<float>> arena;
+  std::vector<std::span<float>> grads;
   Mixed m;
-  replica() {
+  explicit replica(gradients memory = gradients::separate) {
     const std::vector<std::size_t> sizes = {12 * 7, 5, 300};
     for (std::size_t n : sizes) {
       params.emplace_back(n, 0.25f);
-      grads.emplace_back(n, 0.0f);
+      separate.emplace_back(n, 0.0f);
+    }
+    for (auto& g : separate) grads.emplace_back(g);
+    if (memory == gradients::arena) {
+      arena.emplace(std::vector<std::size_t>{sizes[0], sizes[2]});
+      grads[0] = (*arena)[0];
+      grads[2] = (*arena)[1];
     }
     m.add(variable<Compressed>("fc.weight", params[0], grads[0], {12, 7}));
     m.add(variable<Plain>("fc.bias", params[1], grads[1], {5}));
@@ -74,11 +87,13 @@ std::map<std::string, std::vector<float>> snapshot(Exec& exec) {
 /// Trains `updates` updates on `ranks` ranks, from `resume` if given, saving at the end
 /// into `save` if given. Returns every rank's state.
 std::vector<std::map<std::string, std::vector<float>>> train(int ranks, int updates, const ckpt::store* resume,
-                                                             const ckpt::store* save) {
+                                                             const ckpt::store* save,
+                                                             gradients memory = gradients::separate,
+                                                             const executor_options& options = small_buckets()) {
   std::vector<std::map<std::string, std::vector<float>>> states(static_cast<std::size_t>(ranks));
   loopback::run(ranks, [&](loopback::context& ctx) {
-    replica r;
-    auto exec = make_executor(ctx, r.m, optim::adam{.lr = 0.01f}, small_buckets());
+    replica r(memory);
+    auto exec = make_executor(ctx, r.m, optim::adam{.lr = 0.01f}, options);
     if (resume) conformance::expect(exec.restore_checkpoint(*resume).has_value(), "nothing to restore");
     for (int u = 0; u < updates; ++u) {
       r.backward(ctx.rank(), exec.updates() + 1);
@@ -152,6 +167,20 @@ TEST_CASE("resuming from a checkpoint continues bitwise as if never interrupted"
   CHECK(uninterrupted[0].count("fc.weight/exp_avg_sq") == 1);
   CHECK(uninterrupted[0].count("out.weight/feedback_residual") == 1);
   CHECK(uninterrupted[0].count("fc.bias/feedback_residual") == 0);  // uncompressed: no residual
+}
+
+TEST_CASE("gradients in one tensor_arena train and checkpoint bitwise as separate ones do", "[checkpoint][executor]") {
+  // One bucket holds both compressed matrices. In the arena they follow each other, so the
+  // bucket is one part of memory, and each variable still gets its own error-feedback residual.
+  const executor_options one_bucket{.buckets = {.first_bucket_bytes = 1 << 20, .bucket_bytes = 1 << 20}};
+  const auto separate = train(3, 4, nullptr, nullptr, gradients::separate, one_bucket);
+  const auto arena = train(3, 4, nullptr, nullptr, gradients::arena, one_bucket);
+  CHECK(arena == separate);
+  CHECK(arena[0].count("out.weight/feedback_residual") == 1);
+  temporary_folder folder;
+  const ckpt::store store(folder.path);
+  train(3, 2, nullptr, &store, gradients::arena, one_bucket);
+  CHECK(train(3, 2, &store, nullptr, gradients::arena, one_bucket) == arena);
 }
 
 TEST_CASE("a checkpoint restores into another world size", "[checkpoint][resharding]") {

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 
 #include "strata/model/huge_pages.hpp"
 #include "strata/model/model.hpp"
+#include "strata/model/tensor_arena.hpp"
 
 using namespace strata;
 using Dense = Strategy<AllReduce<Ring>>;
@@ -102,6 +104,32 @@ TEST_CASE("host_vector puts buffers of a huge page or more on huge pages, and sm
     return;
   }
   CHECK(huge_page_eligible(large.data()) == 1);
+}
+
+TEST_CASE("a tensor_arena packs tensors into one buffer on huge pages, the last first unless asked otherwise",
+          "[model][memory]") {
+  const std::vector<std::size_t> elements = {5, 0, huge_page_bytes / sizeof(float), 3};
+  tensor_arena<float> backward(elements, tensor_arena<float>::layout::backward, 0.5f);
+  REQUIRE(backward.size() == 4);
+  CHECK(backward.memory().size() == 8 + huge_page_bytes / sizeof(float));
+  CHECK(reinterpret_cast<std::uintptr_t>(backward.memory().data()) % huge_page_bytes == 0);
+  // Backward: each tensor right after the one declared after it, the last at the start.
+  CHECK(backward[3].data() == backward.memory().data());
+  for (std::size_t i = 0; i + 1 < elements.size(); ++i) {
+    CHECK(backward[i].size() == elements[i]);
+    CHECK(backward[i].data() == backward[i + 1].data() + backward[i + 1].size());
+  }
+  CHECK(std::ranges::all_of(backward.memory(), [](float x) { return x == 0.5f; }));
+
+  tensor_arena<float> forward(elements, tensor_arena<float>::layout::forward);
+  CHECK(forward[0].data() == forward.memory().data());
+  for (std::size_t i = 0; i + 1 < elements.size(); ++i) CHECK(forward[i + 1].data() == forward[i].data() + forward[i].size());
+
+  // Moving keeps the memory where it is, so spans handed out stay valid.
+  const float* first = backward[0].data();
+  tensor_arena<float> moved = std::move(backward);
+  CHECK(moved[0].data() == first);
+  CHECK_THROWS_AS(moved[4], std::out_of_range);
 }
 
 TEST_CASE("a message buffer keeps its bytes across resizes and grows large messages onto whole huge pages",

@@ -1,0 +1,60 @@
+#pragma once
+// Many tensors in one allocation, for a model's gradients (or parameters): one buffer on huge
+// pages, each tensor a span of it, packed with no gaps. Laid out backward, the last tensor
+// first, a model's gradients lie in the order they become ready and fill the fusion buckets
+// (plan_buckets takes the last declared variable first), so that each bucket is one range
+// of memory. The ring then sends a chunk as one message, where a bucket of separate
+// tensors sends one per tensor the chunk covers, and the kernel's copy between ranks pins
+// 2 MiB pages instead of the 4 KiB pages of tensors under a huge page (ResNet-50: 17 of
+// its 97 MiB are in such tensors). PyTorch's DDP does the like with gradient_as_bucket_view,
+// Megatron with its contiguous gradient buffer. dense_sync measures the difference
+// (docs/benchmarks.md, "Gradients in one allocation").
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "strata/model/huge_pages.hpp"
+
+namespace strata {
+
+template <class T>
+class tensor_arena {
+ public:
+  /// backward: tensor 0 at the end of the memory, the last tensor at its start (gradients,
+  /// as buckets fill); forward: in order.
+  enum class layout { backward, forward };
+
+  /// Tensors of `elements[i]` elements each, every element `value`.
+  explicit tensor_arena(std::span<const std::size_t> elements, layout order = layout::backward, T value = T{}) {
+    std::size_t total = 0;
+    for (const std::size_t n : elements) total += n;
+    memory_.assign(total, value);
+    offsets_.reserve(elements.size());
+    std::size_t at = order == layout::backward ? total : 0;
+    for (const std::size_t n : elements) {
+      if (order == layout::backward) at -= n;
+      offsets_.push_back(at);
+      sizes_.push_back(n);
+      if (order == layout::forward) at += n;
+    }
+  }
+  tensor_arena(const tensor_arena&) = delete;  // the spans handed out would point into the original
+  tensor_arena& operator=(const tensor_arena&) = delete;
+  tensor_arena(tensor_arena&&) noexcept = default;  // the memory stays where it is
+  tensor_arena& operator=(tensor_arena&&) noexcept = default;
+
+  /// Tensors held.
+  std::size_t size() const { return offsets_.size(); }
+  std::span<T> operator[](std::size_t i) { return std::span<T>(memory_).subspan(offsets_.at(i), sizes_[i]); }
+  std::span<const T> operator[](std::size_t i) const {
+    return std::span<const T>(memory_).subspan(offsets_.at(i), sizes_[i]);
+  }
+  /// Every tensor's elements, as laid out.
+  std::span<T> memory() { return memory_; }
+
+ private:
+  host_vector<T> memory_;
+  std::vector<std::size_t> offsets_, sizes_;
+};
+
+}  // namespace strata
