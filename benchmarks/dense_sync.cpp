@@ -1,7 +1,8 @@
 // Per-step gradient synchronization of ResNet-50 (161 tensors, 25.6 M fp32 parameters):
 // strata's bucketed executor against one MPI_Allreduce over a flat buffer of the same size,
 // interleaved. The strata contenders' gradients are separate allocations, as a framework's
-// tensors are; "ring, one arena" keeps them in one strata::tensor_arena instead.
+// tensors are; the "one arena" ones keep them in one strata::tensor_arena instead, where each
+// bucket is one range of memory on huge pages.
 //
 //   mpirun -np 2 ./dense_sync
 //
@@ -69,8 +70,10 @@ int main(int argc, char** argv) {
   // Rings within each machine and across them (on one machine: a ring over its ranks).
   bench::executor_model<strata::Strategy<strata::AllReduce<strata::Hierarchical>>, bench::no_update> hierarchical(
       ctx, shapes, {}, options);
-  // The ring over the same gradients in one allocation, laid out as the buckets fill.
+  // The ring and Native over the same gradients in one allocation, laid out as the buckets fill.
   bench::executor_model<strata::Strategy<strata::AllReduce<strata::Ring>>, bench::no_update> ring_arena(
+      ctx, shapes, {}, options, 0.0f, 1.0f, bench::gradient_memory::one_arena);
+  bench::executor_model<strata::Strategy<strata::AllReduce<strata::Native>>, bench::no_update> native_arena(
       ctx, shapes, {}, options, 0.0f, 1.0f, bench::gradient_memory::one_arena);
   strata::host_vector<float> flat(total, 1.0f);
   const MPI_Comm comm = ctx.collectives().native_handle();
@@ -101,11 +104,12 @@ int main(int argc, char** argv) {
        [&] { MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(total), MPI_FLOAT, MPI_SUM, comm); }},
       {"memory bound", memory_bound},
       {"ring, one arena", [&] { ring_arena.step(); }},
+      {"native, one arena", [&] { native_arena.step(); }},
   };
   bench::interleave(contenders, rounds, 1, [&] { MPI_Barrier(comm); });
   auto ms = [&](std::size_t i) { return 1e3 * bench::median(contenders[i].seconds); };
   const double ring_ms = ms(0), messages_ms = ms(1), native_ms = ms(2), hierarchical_ms = ms(3), flat_ms = ms(4),
-               bound_ms = ms(5), arena_ms = ms(6);
+               bound_ms = ms(5), arena_ms = ms(6), arena_native_ms = ms(7);
   if (ctx.rank() == 0) {
     fmt::print("ResNet-50: {} tensors, {} parameters, {:.1f} MiB; {} ranks; buckets {} MiB (first {} MiB); medians of {} "
                "rounds\n",
@@ -115,11 +119,11 @@ int main(int argc, char** argv) {
     fmt::print("summary: ranks={} strata_ms={:.2f} strata_native_ms={:.2f} strata_hierarchical_ms={:.2f} "
                "flat_mpi_ms={:.2f} ratio={:.3f} native_ratio={:.3f} hierarchical_ratio={:.3f} bound_ms={:.2f} "
                "vs_bound={:.3f} messages_ms={:.2f} shared_vs_messages={:.3f} arena_ms={:.2f} arena_vs_bound={:.3f} "
-               "(strata = AllReduce<Ring>; ratio = strata_ms / flat_mpi_ms; vs_bound = strata_ms / bound_ms; messages: "
-               "the ring's chunks as MPI messages, not through shared memory; arena: the ring over the gradients in one "
-               "tensor_arena)\n",
+               "arena_native_ms={:.2f} (strata = AllReduce<Ring>; ratio = strata_ms / flat_mpi_ms; vs_bound = strata_ms / "
+               "bound_ms; messages: the ring's chunks as MPI messages, not through shared memory; arena: the gradients in "
+               "one tensor_arena)\n",
                ctx.size(), ring_ms, native_ms, hierarchical_ms, flat_ms, ring_ms / flat_ms, native_ms / flat_ms,
                hierarchical_ms / flat_ms, bound_ms, ring_ms / bound_ms, messages_ms, ring_ms / messages_ms, arena_ms,
-               arena_ms / bound_ms);
+               arena_ms / bound_ms, arena_native_ms);
   }
 }
