@@ -3,7 +3,9 @@
 // as a strata variable (weights under one strategy, biases under its vector form), and autograd
 // marks each gradient ready the moment it has been accumulated, so the executor's buckets start
 // during backward. The hook is the one DDP's reducer uses: a post hook on the parameter's
-// gradient accumulator, which runs after the gradient is in `param.grad()`.
+// gradient accumulator, which runs after the gradient is in `param.grad()`. The gradients are
+// views into one strata::tensor_arena, as DDP's gradient_as_bucket_view makes them views into
+// its buckets: each bucket is then one range of memory.
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -20,14 +22,19 @@ namespace torch_binding {
 
 /// The parameters of `module` bound to a strata model: matrices (and higher-rank weights,
 /// flattened to rows x the rest) under `Matrix`, one-dimensional ones under its vector form.
-/// Gradients are allocated here, once: autograd then accumulates into that memory in place
-/// for as long as nobody sets them to none.
+/// Gradients are allocated here, once, in one tensor_arena laid out as the buckets fill:
+/// autograd then accumulates into that memory in place for as long as nobody sets them to
+/// none. Each gradient tensor keeps the arena alive, so they outlive this object safely.
 template <strata::ValidStrategy Matrix, class Vector = strata::vector_strategy_t<Matrix>>
 class bound_module {
  public:
   using model_type = strata::model_of<Matrix, Vector>;
 
   explicit bound_module(torch::nn::Module& module) {
+    std::vector<std::size_t> elements;
+    for (const auto& item : module.parameters()) elements.push_back(static_cast<std::size_t>(item.numel()));
+    auto arena = std::make_shared<strata::tensor_arena<float>>(elements);
+    std::size_t index = 0;
     for (auto& item : module.named_parameters()) {
       const std::string& name = item.key();
       torch::Tensor& param = item.value();
@@ -35,9 +42,9 @@ class bound_module {
         throw strata::usage_error(fmt::format("parameter {} is {} on {}{}: strata binds contiguous float32 CPU tensors",
                                               name, std::string(c10::toString(param.scalar_type())),
                                               param.device().str(), param.is_contiguous() ? "" : ", not contiguous"));
-      param.mutable_grad() = torch::zeros_like(param);
+      const std::span<float> grad = (*arena)[index++];
+      param.mutable_grad() = torch::from_blob(grad.data(), param.sizes(), [arena](void*) {}, torch::kFloat32);
       std::span<float> data(param.data_ptr<float>(), static_cast<std::size_t>(param.numel()));
-      std::span<float> grad(param.grad().data_ptr<float>(), data.size());
       const auto rows = static_cast<std::size_t>(param.size(0));
       ids_.push_back(param.dim() >= 2 ? model_.add(strata::variable<Matrix>(name, data, grad, {rows, data.size() / rows}))
                                       : model_.add(strata::variable<Vector>(name, data, grad, {rows})));
