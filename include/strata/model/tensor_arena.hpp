@@ -45,9 +45,9 @@ class tensor_arena {
 
   /// Tensors held.
   std::size_t size() const { return offsets_.size(); }
-  std::span<T> operator[](std::size_t i) { return std::span<T>(memory_).subspan(offsets_.at(i), sizes_[i]); }
+  std::span<T> operator[](std::size_t i) { return std::span<T>(memory_).subspan(offsets_.at(i), sizes_.at(i)); }
   std::span<const T> operator[](std::size_t i) const {
-    return std::span<const T>(memory_).subspan(offsets_.at(i), sizes_[i]);
+    return std::span<const T>(memory_).subspan(offsets_.at(i), sizes_.at(i));
   }
   /// Every tensor's elements, as laid out.
   std::span<T> memory() { return memory_; }
