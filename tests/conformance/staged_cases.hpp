@@ -92,6 +92,10 @@ void staged_equals_direct(Context& ctx, Stage stage, const stage_memory<Stage>& 
   write(stage, b, sb);
   auto staged = make_staged_executor(ctx, std::move(stage), sgd, options, variable<Server>("w", sw, sgw, {rows, cols}),
                                      variable<Sparsified>("b", sb, sgb, {cols}));
+  // The gradients' mirrors share one buffer, the last declared first, as a tensor_arena.
+  const auto& mirrored = staged.mirrors().variables();
+  expect(mirrored[1].grad.data() + mirrored[1].grad.size() == mirrored[0].grad.data(),
+         "rank {}: the gradients' mirrors do not follow each other backward in one buffer", rank);
   Stage& s = staged.stage();
   for (int micro = 0; micro < micro_batches; ++micro) {
     std::vector<float> staged_w = read_back(s, sw), staged_b = read_back(s, sb);

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "strata/exec/executor.hpp"
+#include "strata/model/huge_pages.hpp"
 #include "strata/model/memory.hpp"
 
 namespace strata {
@@ -62,17 +63,14 @@ class host_stage {
   using memory_space = host_memory;
   using span = std::span<float>;
 
-  std::span<float> host_buffer(std::size_t n) {
-    buffers_.push_back(std::make_unique<float[]>(n));
-    return {buffers_.back().get(), n};
-  }
+  std::span<float> host_buffer(std::size_t n) { return buffers_.emplace_back(n, 0.0f); }
   void check(std::string_view, span, std::string_view) const {}
   void to_host(span on_stage, std::span<float> host) { std::ranges::copy(on_stage, host.begin()); }
   void to_device(std::span<const float> host, span on_stage) { std::ranges::copy(host, on_stage.begin()); }
   void wait() {}
 
  private:
-  std::vector<std::unique_ptr<float[]>> buffers_;
+  std::vector<host_vector<float>> buffers_;  // moving a host_vector keeps its memory where it is
 };
 
 template <CommContext Context, StagingMemory Stage, class Model, Optimizer O>
@@ -168,9 +166,17 @@ class staged_executor<Context, Stage, model<Strategies...>, O> {
 
   template <class... Declarations>
   model_type mirror(Declarations... on_stage) {
+    // The gradients' mirrors in one buffer, the last declared first (as tensor_arena lays
+    // gradients out), so that a bucket of them is one range of memory.
+    std::size_t end = (std::size_t{0} + ... + on_stage.binding.grad.size());
+    const std::span<float> grads = stage_.host_buffer(end);
+    auto next_grad = [&](std::size_t n) {
+      end -= n;
+      return grads.subspan(end, n);
+    };
     model_type m;
     try {
-      (m.add(mirror_one(std::move(on_stage))), ...);
+      (m.add(mirror_one(on_stage, next_grad(on_stage.binding.grad.size()))), ...);
       stage_.wait();  // the executor's start-up reads the initial values
     } catch (...) {
       settle();  // a later declaration was refused: no copy may outlive its mirror
@@ -180,13 +186,14 @@ class staged_executor<Context, Stage, model<Strategies...>, O> {
   }
 
   template <ValidStrategy S, std::size_t Rank, class Space>
-  variable_declaration<S, Rank> mirror_one(variable_declaration<S, Rank, Space> declaration) {
+  variable_declaration<S, Rank> mirror_one(const variable_declaration<S, Rank, Space>& declaration,
+                                          std::span<float> host_grad) {
     static_assert(std::is_same_v<Space, typename Stage::memory_space>,
                   "MemorySpace: a staged variable must live in its stage's memory: declare it over device_span "
                   "buffers for a stage of GPU memory (cuda::pinned_stage), over host memory for host_stage");
     const variable_binding& v = declaration.binding;
     staged_buffers b{{v.param.data(), v.param.size()}, {v.grad.data(), v.grad.size()}, stage_.host_buffer(v.param.size()),
-                     stage_.host_buffer(v.grad.size())};
+                     host_grad};
     stage_.check(v.name, b.param, "parameter");
     stage_.check(v.name, b.grad, "gradient");
     stage_.to_host(b.param, b.host_param);
