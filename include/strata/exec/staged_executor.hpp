@@ -28,7 +28,9 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -38,6 +40,7 @@
 #include "strata/exec/executor.hpp"
 #include "strata/model/huge_pages.hpp"
 #include "strata/model/memory.hpp"
+#include "strata/model/tensor_arena.hpp"
 
 namespace strata {
 
@@ -166,17 +169,21 @@ class staged_executor<Context, Stage, model<Strategies...>, O> {
 
   template <class... Declarations>
   model_type mirror(Declarations... on_stage) {
-    // The gradients' mirrors in one buffer, the last declared first (as tensor_arena lays
-    // gradients out), so that a bucket of them is one range of memory.
-    std::size_t end = (std::size_t{0} + ... + on_stage.binding.grad.size());
-    const std::span<float> grads = stage_.host_buffer(end);
-    auto next_grad = [&](std::size_t n) {
-      end -= n;
-      return grads.subspan(end, n);
+    // The gradients' mirrors in one buffer, laid out as a tensor_arena lays gradients out,
+    // so that a bucket of them is one range of memory.
+    const std::size_t sizes[] = {on_stage.binding.grad.size()..., 0};  // (a 0 after them: no empty array)
+    const std::vector<std::size_t> offsets =
+        packed_offsets(std::span(sizes).first(sizeof...(on_stage)), arena_layout::backward);
+    const std::span<float> grads = stage_.host_buffer(std::accumulate(std::begin(sizes), std::end(sizes), std::size_t{0}));
+    std::size_t k = 0;
+    auto next_grad = [&] {
+      const std::span<float> grad = grads.subspan(offsets[k], sizes[k]);
+      ++k;
+      return grad;
     };
     model_type m;
     try {
-      (m.add(mirror_one(on_stage, next_grad(on_stage.binding.grad.size()))), ...);
+      (m.add(mirror_one(on_stage, next_grad())), ...);
       stage_.wait();  // the executor's start-up reads the initial values
     } catch (...) {
       settle();  // a later declaration was refused: no copy may outlive its mirror

@@ -11,6 +11,7 @@
 // does the like with gradient_as_bucket_view, Megatron with its contiguous gradient buffer.
 // dense_sync measures it (docs/benchmarks.md, "Gradients in one allocation").
 #include <cstddef>
+#include <numeric>
 #include <span>
 #include <vector>
 
@@ -18,27 +19,37 @@
 
 namespace strata {
 
+/// How tensors are packed: backward, the last tensor at the start and tensor 0 at the end
+/// (gradients, as buckets fill); forward, in order.
+enum class arena_layout { backward, forward };
+
+/// Where each tensor of `elements[i]` elements begins when they are packed with no gaps in
+/// `order`: tensor_arena's layout, for memory that comes from elsewhere (a stage's pinned
+/// buffer).
+inline std::vector<std::size_t> packed_offsets(std::span<const std::size_t> elements, arena_layout order) {
+  std::size_t at = 0;
+  if (order == arena_layout::backward)
+    for (const std::size_t n : elements) at += n;
+  std::vector<std::size_t> offsets;
+  offsets.reserve(elements.size());
+  for (const std::size_t n : elements) {
+    if (order == arena_layout::backward) at -= n;
+    offsets.push_back(at);
+    if (order == arena_layout::forward) at += n;
+  }
+  return offsets;
+}
+
 template <class T>
 class tensor_arena {
  public:
-  /// backward: tensor 0 at the end of the memory, the last tensor at its start (gradients,
-  /// as buckets fill); forward: in order.
-  enum class layout { backward, forward };
+  using layout = arena_layout;
 
   /// Tensors of `elements[i]` elements each, every element `value`.
-  explicit tensor_arena(std::span<const std::size_t> elements, layout order = layout::backward, T value = T{}) {
-    std::size_t total = 0;
-    for (const std::size_t n : elements) total += n;
-    memory_.assign(total, value);
-    offsets_.reserve(elements.size());
-    std::size_t at = order == layout::backward ? total : 0;
-    for (const std::size_t n : elements) {
-      if (order == layout::backward) at -= n;
-      offsets_.push_back(at);
-      sizes_.push_back(n);
-      if (order == layout::forward) at += n;
-    }
-  }
+  explicit tensor_arena(std::span<const std::size_t> elements, layout order = layout::backward, T value = T{})
+      : memory_(std::accumulate(elements.begin(), elements.end(), std::size_t{0}), value),
+        offsets_(packed_offsets(elements, order)),
+        sizes_(elements.begin(), elements.end()) {}
   tensor_arena(const tensor_arena&) = delete;  // the spans handed out would point into the original
   tensor_arena& operator=(const tensor_arena&) = delete;
   tensor_arena(tensor_arena&&) noexcept = default;  // the memory stays where it is
