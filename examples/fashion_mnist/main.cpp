@@ -289,7 +289,10 @@ int train(strata::mpi::context& ctx, const options& o) {
       if (o.slow_down_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.slow_down_ms));
     }
     progress.clear();
-    if (checkpoints && o.checkpoint_every == 0) save_checkpoint(epoch + 1, to_text(shuffle_engine));
+    if (checkpoints && o.checkpoint_every == 0) {
+      if (step == static_cast<long>(epoch) * steps_per_epoch) save_checkpoint(epoch + 1, to_text(shuffle_engine));
+      else save_checkpoint(epoch, engine_before_shuffle);  // stopped within the epoch: resume there
+    }
     const double epoch_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     seconds += epoch_seconds;
     const double loss = sum_over_ranks(ctx, loss_sum) / static_cast<double>(std::max(batches, 1L) * o.accumulation * ranks);

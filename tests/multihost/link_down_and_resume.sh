@@ -3,8 +3,9 @@
 # strata-launch: strata's deadline must fire (OpenMPI's own keepalive is set to notice later)
 # naming the lost host's ranks where they had not announced the step, the job must end within
 # the deadline plus a few seconds, and strata-launch must restart it on the host that is left
-# (2 ranks), from the newest checkpoint, to the parameters of an uninterrupted 2-rank run
-# within rounding.
+# (2 ranks), from the newest checkpoint, to exactly the parameters of the same schedule run
+# without a fault: 4 ranks up to that checkpoint, 2 from there. (A 2-rank run throughout
+# sums in another order; on some CPUs that drifts by 1e-4 in 240 updates.)
 # Exit 77 (skipped) where network namespaces cannot be made.
 # Arguments: cluster.sh, strata-launch, the fashion_mnist program, compare_params, a work folder.
 set -euo pipefail
@@ -19,11 +20,6 @@ cd "$work"
 export STRATA_CLUSTER_KEEPALIVE_S=300
 cluster_up
 cluster_mpirun=/run/strata-cluster/mpirun
-
-echo "== uninterrupted reference on 2 ranks of host 0"
-bash "$cluster" link 1 down
-"$cluster_mpirun" -n 2 "$program" "${training[@]}" --save-params reference.bin | tail -1
-bash "$cluster" link 1 up
 
 echo "== 2 hosts x 2 ranks under strata-launch; host 1's link goes down once a checkpoint exists"
 STRATA_TIMEOUT_SECONDS=$deadline "$launcher" --mpirun "$cluster_mpirun" --mpirun-arg -x --mpirun-arg STRATA_TIMEOUT_SECONDS \
@@ -59,6 +55,11 @@ grep -Eq "no progress for ${deadline}\.0 s: .*(ranks 2, 3 did not reach this ste
   { echo "FAIL: strata's deadline did not report the stalled step"; exit 1; }
 grep -q "ranks 2, 3 did not reach this step" launch.log && echo "the deadline named host 1's ranks 2, 3"
 [ "$status" = 0 ] || { echo "FAIL: strata-launch exited $status"; exit 1; }
-grep -Eq "resumed from [^ ]*step-0000000000(80|120|160|200) at update" launch.log ||
+resumed=$(grep -Eo "resumed from [^ ]*step-0000000000(80|120|160|200) at update [0-9]+" launch.log | awk '{print $NF}') ||
   { echo "FAIL: the restart did not resume from a checkpoint written before the cut"; exit 1; }
-"$compare" --tolerance 1e-5 reference.bin resumed.bin
+
+echo "== the same schedule without a fault, on host 0: 4 ranks to update $resumed, then 2"
+"$cluster_mpirun" -n 4 --oversubscribe "$program" "${training[@]}" --checkpoint-dir reference --checkpoint-every 40 \
+  --stop-after "$resumed" >/dev/null
+"$cluster_mpirun" -n 2 "$program" "${training[@]}" --checkpoint-dir reference --checkpoint-every 40 --save-params reference.bin | tail -1
+"$compare" --tolerance 0 reference.bin resumed.bin
