@@ -84,6 +84,8 @@ TEST_CASE("mpi: the context reports ranks and local ranks", "[mpi]") {
   std::vector<int> colors(static_cast<std::size_t>(context->size()));
   context->control().allgather(std::span<const int>(&color, 1), std::span<int>(colors));
   CHECK(std::ranges::count(colors, color) == context->size());
+  CHECK_FALSE(context->collectives().spans_machines());  // so waits yield, not nap
+  CHECK_FALSE(context->collectives().split(context->rank() % 2, context->rank()).spans_machines());
 }
 
 TEST_CASE("mpi: compressed and partitioned strategies keep replicas bitwise identical", "[mpi][compression]") {

@@ -104,15 +104,21 @@ class communicator {
   };
 
   /// `node_color`: equal exactly for the ranks of `comm` that share a machine.
+  /// Collective over `comm` (it learns whether the ranks share one machine).
   communicator(MPI_Comm comm, int node_color) : comm_(comm), node_color_(node_color) {
     check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+    int colors[2] = {node_color, -node_color};  // the greatest and the least color
+    check(MPI_Allreduce(MPI_IN_PLACE, colors, 2, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce", rank_);
+    spans_machines_ = colors[0] != -colors[1];
   }
 
   int rank() const { return rank_; }
   int size() const { return size_; }
   std::string_view backend_name() const { return "mpi"; }
   int node_color() const { return node_color_; }
+  /// Whether some ranks are on other machines: waits then nap (yielding_tests).
+  bool spans_machines() const { return spans_machines_; }
   MPI_Comm native_handle() const { return comm_; }
 
   template <class T>
@@ -224,6 +230,7 @@ class communicator {
   std::shared_ptr<MPI_Comm> owner_;  // set when this communicator frees comm_
   std::shared_ptr<process_segments> segments_ = std::make_shared<process_segments>();
   int node_color_;
+  bool spans_machines_ = false;
   int rank_ = 0;
   int size_ = 1;
 };

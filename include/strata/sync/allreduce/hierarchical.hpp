@@ -100,7 +100,7 @@ std::size_t hierarchical_in_pieces(node_groups<C>& groups, const span_list<T>& d
     }
     return done;
   };
-  yielding_tests pace;
+  auto pace = yielding_tests::on(groups.cross);  // the ring between nodes is the one that waits on a network
   while (started_within < 2 * pieces || in_node || between) {
     moved = false;
     if (!in_node && started_within < 2 * pieces) {

@@ -429,7 +429,7 @@ class ring_run {
   /// is ready (its own, or a piece handled) into the right neighbour's next free slot, in
   /// order; with `block`, until the run is done.
   bool advance_shared(bool block) {
-    for (yielding_tests pace;;) {
+    for (auto pace = yielding_tests::on(comm_);;) {
       bool moved = false;
       while (writable()) {
         write(written_++);
