@@ -1,22 +1,20 @@
 #!/usr/bin/env bash
 # Kills one rank of a training job with SIGKILL in the middle of the run; strata-launch must
-# restart the job from its newest checkpoint, and the final parameters must equal those of
-# an uninterrupted run: bit for bit when the restart has as many ranks, within rounding when
-# it has fewer.
+# restart the job from its newest checkpoint, and the final parameters must equal, bit for
+# bit, those of the same schedule run without a fault: <ranks> ranks up to that checkpoint,
+# <restart ranks> from there. (Against a run on <restart ranks> throughout, a restart on fewer
+# ranks sums in another order: 2.8e-4 apart in 240 updates on an Intel Xeon.)
 #
 #   kill_and_resume.sh <strata-launch> <fashion_mnist> <compare_params> <work folder>
-#                      <ranks> <restart ranks> <tolerance> [mpirun flags...]
+#                      <ranks> <restart ranks> [mpirun flags...]
 set -euo pipefail
-launcher=$1 program=$2 compare=$3 work=$4 ranks=$5 restart_ranks=$6 tolerance=$7
-shift 7
+launcher=$1 program=$2 compare=$3 work=$4 ranks=$5 restart_ranks=$6
+shift 6
 mpirun_flags=("$@")
 training=(--epochs 1 --max-steps 240 --seed 7)
 
 rm -rf "$work" && mkdir -p "$work"
 cd "$work"
-
-echo "== uninterrupted reference on $restart_ranks ranks"
-"${STRATA_MPIRUN:-mpirun}" -n "$restart_ranks" "${mpirun_flags[@]}" "$program" "${training[@]}" --save-params reference.bin | tail -1
 
 echo "== $ranks ranks under strata-launch; rank 1 is killed once a checkpoint exists"
 launch_flags=()
@@ -50,5 +48,13 @@ wait "$launched" || status=$?
 cat launch.log
 ((status == 0)) || { echo "FAIL: strata-launch exited with $status"; exit 1; }
 grep -q "attempt 1 failed" launch.log || { echo "FAIL: the first attempt did not fail"; exit 1; }
-grep -q "resumed from checkpoints/step-" launch.log || { echo "FAIL: the restart did not resume from a checkpoint"; exit 1; }
-"$compare" --tolerance "$tolerance" reference.bin resumed.bin
+resumed=$(grep -Eo "resumed from checkpoints/step-[0-9]+ at update [0-9]+" launch.log | tail -1 | awk '{print $NF}')
+[[ -n $resumed ]] || { echo "FAIL: the restart did not resume from a checkpoint"; exit 1; }
+
+echo "== the same schedule without a fault: $ranks ranks to update $resumed, then $restart_ranks"
+mpirun=("${STRATA_MPIRUN:-mpirun}")
+"${mpirun[@]}" -n "$ranks" "${mpirun_flags[@]}" "$program" "${training[@]}" --checkpoint-dir reference \
+  --checkpoint-every 40 --stop-after "$resumed" >/dev/null
+"${mpirun[@]}" -n "$restart_ranks" "${mpirun_flags[@]}" "$program" "${training[@]}" --checkpoint-dir reference \
+  --checkpoint-every 40 --save-params reference.bin | tail -1
+"$compare" --tolerance 0 reference.bin resumed.bin
