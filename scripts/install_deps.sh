@@ -8,6 +8,7 @@ packages=(
   zlib1g-dev libopenblas-dev
   dataset-fashion-mnist
   libtorch-dev               # examples/libtorch
+  python3-torch              # the PyTorch twins and DDP peers (/usr/bin/python3)
   iproute2                   # scripts/cluster.sh (the multihost tests)
   clang libclang-rt-14-dev   # the fuzzers (scripts/sanitizers.sh)
 )
