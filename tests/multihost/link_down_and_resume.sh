@@ -13,6 +13,7 @@ cluster=$1 launcher=$2 program=$3 compare=$4 work=$5
 deadline=5
 training=(--epochs 1 --max-steps 240 --seed 7)
 source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/../reliability/same_schedule.sh"
 rm -rf "$work" && mkdir -p "$work"
 cd "$work"
 # The deadline must fire first: OpenMPI's keepalive probes are off (300 s) here, and the abort
@@ -58,8 +59,5 @@ grep -q "ranks 2, 3 did not reach this step" launch.log && echo "the deadline na
 resumed=$(grep -Eo "resumed from [^ ]*step-0000000000(80|120|160|200) at update [0-9]+" launch.log | awk '{print $NF}') ||
   { echo "FAIL: the restart did not resume from a checkpoint written before the cut"; exit 1; }
 
-echo "== the same schedule without a fault, on host 0: 4 ranks to update $resumed, then 2"
-"$cluster_mpirun" -n 4 --oversubscribe "$program" "${training[@]}" --checkpoint-dir reference --checkpoint-every 40 \
-  --stop-after "$resumed" >/dev/null
-"$cluster_mpirun" -n 2 "$program" "${training[@]}" --checkpoint-dir reference --checkpoint-every 40 --save-params reference.bin | tail -1
+same_schedule_without_fault 4 2 "$resumed" "$cluster_mpirun" --oversubscribe -- "$program" "${training[@]}" --checkpoint-every 40
 "$compare" --tolerance 0 reference.bin resumed.bin

@@ -12,6 +12,7 @@ launcher=$1 program=$2 compare=$3 work=$4 ranks=$5 restart_ranks=$6
 shift 6
 mpirun_flags=("$@")
 training=(--epochs 1 --max-steps 240 --seed 7)
+source "$(dirname "$0")/same_schedule.sh"
 
 rm -rf "$work" && mkdir -p "$work"
 cd "$work"
@@ -51,10 +52,6 @@ grep -q "attempt 1 failed" launch.log || { echo "FAIL: the first attempt did not
 resumed=$(grep -Eo "resumed from checkpoints/step-[0-9]+ at update [0-9]+" launch.log | tail -1 | awk '{print $NF}')
 [[ -n $resumed ]] || { echo "FAIL: the restart did not resume from a checkpoint"; exit 1; }
 
-echo "== the same schedule without a fault: $ranks ranks to update $resumed, then $restart_ranks"
-mpirun=("${STRATA_MPIRUN:-mpirun}")
-"${mpirun[@]}" -n "$ranks" "${mpirun_flags[@]}" "$program" "${training[@]}" --checkpoint-dir reference \
-  --checkpoint-every 40 --stop-after "$resumed" >/dev/null
-"${mpirun[@]}" -n "$restart_ranks" "${mpirun_flags[@]}" "$program" "${training[@]}" --checkpoint-dir reference \
-  --checkpoint-every 40 --save-params reference.bin | tail -1
+same_schedule_without_fault "$ranks" "$restart_ranks" "$resumed" "${STRATA_MPIRUN:-mpirun}" "${mpirun_flags[@]}" -- \
+  "$program" "${training[@]}" --checkpoint-every 40
 "$compare" --tolerance 0 reference.bin resumed.bin

@@ -43,10 +43,10 @@ class shared_mapping {
   std::size_t bytes_;
 };
 
-/// The segments of one group of processes (`Group`: rank, size, node_color, allgather).
+/// The segments of one group of processes (`Group`: rank, size, spans_machines, allgather).
 /// Each rank makes its own segment and maps the others' by name; every name is removed
 /// once all ranks have mapped it, so nothing is left in /dev/shm, even after a crash.
-/// Where the ranks do not all share a machine (node colors differ), a rank cannot make its
+/// Where the ranks do not all share a machine (spans_machines), a rank cannot make its
 /// segment (a full /dev/shm: said once on standard error) or cannot map another's (separate
 /// /dev/shm in containers), `get` returns nothing from then on and the caller sends
 /// messages instead.
@@ -56,7 +56,7 @@ class process_segments {
   std::span<std::byte* const> get(Group& group, std::size_t bytes) {
     if (unusable_) return {};
     if (!bases_.empty() && bytes <= bytes_) return bases_;
-    if (bases_.empty() && !same_machine(group)) return {};
+    if (bases_.empty() && group.spans_machines()) return give_up();
     const long page = sysconf(_SC_PAGESIZE);
     bytes = (bytes + static_cast<std::size_t>(page) - 1) / static_cast<std::size_t>(page) * static_cast<std::size_t>(page);
     // Replaced segments stay mapped until every rank is here, done with them.
@@ -112,15 +112,6 @@ class process_segments {
     char name[48];
     int error;  // errno of making this rank's segment, or 0
   };
-
-  template <class Group>
-  bool same_machine(Group& group) {
-    const int mine[1] = {group.node_color()};
-    std::vector<int> colors(static_cast<std::size_t>(group.size()));
-    group.allgather(std::span<const int>(mine), std::span<int>(colors));
-    unusable_ = std::ranges::any_of(colors, [&](int c) { return c != colors.front(); });
-    return !unusable_;
-  }
 
   int create(const std::string& name, std::size_t bytes) {
     const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
