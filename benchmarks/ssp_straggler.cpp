@@ -18,12 +18,13 @@
 
 #include "../examples/ctr/distributed.hpp"
 #include "measure.hpp"
+#include "../examples/common/blas.hpp"
 #include "../examples/common/cli.hpp"
 
 int main(int argc, char** argv) {
   using namespace strata;
+  examples::use_blas_single_threaded(argv);
   mpi::context ctx(argc, argv);
-  openblas_set_num_threads(1);
   bool quick = false;
   int rounds = 3;
   long updates = 200;

@@ -15,6 +15,7 @@
 
 #include <strata/optim/adam.hpp>
 
+#include "../common/blas.hpp"
 #include "../common/cli.hpp"
 
 #include "auc.hpp"
@@ -99,7 +100,7 @@ int train(const options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  openblas_set_num_threads(1);  // one core: the distributed runs get their parallelism from ranks
+  examples::use_blas_single_threaded(argv);  // one core: the distributed runs get their parallelism from ranks
   options o;
   CLI::App app{"Wide&Deep CTR model on synthetic data, trained on one process"};
   examples::number(app, "--epochs", o.epochs, 1, 10'000);

@@ -24,6 +24,7 @@
 #include <strata/plan/auto_strategy.hpp>
 #include <strata/plan/calibrate.hpp>
 
+#include "../common/blas.hpp"
 #include "../common/rank_main.hpp"
 #include "distributed.hpp"
 
@@ -186,8 +187,8 @@ int train(strata::mpi::context& ctx, options o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  examples::use_blas_single_threaded(argv);  // one core per rank: ranks are the parallelism
   strata::mpi::context ctx(argc, argv);
-  openblas_set_num_threads(1);  // one core per rank: ranks are the parallelism
   options o;
   CLI::App app{"Wide&Deep CTR model on synthetic data, trained over MPI ranks with strata"};
   examples::one_of(app, "--builder", o.builder, {"parallax", "ps", "allreduce", "auto"},

@@ -31,6 +31,7 @@
 #include <strata/plan/calibrate.hpp>
 #include <strata/strata.hpp>
 
+#include "../common/blas.hpp"
 #include "../common/progress.hpp"
 #include "../common/rank_main.hpp"
 #include "../common/run_summary.hpp"
@@ -323,8 +324,8 @@ int train(strata::mpi::context& ctx, const options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  examples::use_blas_single_threaded(argv);  // one core per rank: ranks are the parallelism
   strata::mpi::context ctx(argc, argv);
-  openblas_set_num_threads(1);  // one core per rank: ranks are the parallelism
   options o;
   CLI::App app{"Data-parallel Fashion-MNIST MLP with strata"};
   app.add_option("--data", o.data, "directory with the IDX .gz files");

@@ -16,12 +16,12 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <CLI/CLI.hpp>
-#include <cblas.h>  // OpenBLAS's, for openblas_set_num_threads
 #include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <strata/strata.hpp>
 
+#include "../common/blas.hpp"
 #include "../common/progress.hpp"
 #include "../common/rank_main.hpp"
 #include "../common/run_summary.hpp"
@@ -151,11 +151,11 @@ int train(strata::mpi::context& ctx, const options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  strata::mpi::context ctx(argc, argv);
   // One core per rank, as the twin asks: ranks are the parallelism. libtorch's CPU matrix
   // products run on OpenBLAS, whose own threads torch::set_num_threads does not limit.
+  examples::use_blas_single_threaded(argv);
+  strata::mpi::context ctx(argc, argv);
   torch::set_num_threads(1);
-  openblas_set_num_threads(1);
   options o;
   CLI::App app{"Data-parallel Fashion-MNIST MLP in libtorch, synchronized by strata"};
   app.add_option("--data", o.data, "directory with the IDX .gz files");

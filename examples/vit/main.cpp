@@ -33,6 +33,7 @@
 #include <strata/plan/cost_model.hpp>
 #include <strata/strata.hpp>
 
+#include "../common/blas.hpp"
 #include "../common/rank_main.hpp"
 #include "../fashion_mnist/idx.hpp"
 #include "vit.hpp"
@@ -335,8 +336,8 @@ double largest_difference(const std::vector<vit::parameter>& mine, const std::ve
 }  // namespace
 
 int main(int argc, char** argv) {
+  examples::use_blas_single_threaded(argv);  // one core per rank: ranks are the parallelism
   strata::mpi::context ctx(argc, argv);
-  openblas_set_num_threads(1);  // one core per rank: ranks are the parallelism
   options o;
   CLI::App app{"A Vision Transformer on Fashion-MNIST, split over a mesh of data, tensor and pipeline groups"};
   app.add_option("--data", o.data, "folder of the Fashion-MNIST IDX files");

@@ -1,0 +1,33 @@
+#pragma once
+// OpenBLAS as the examples use it: one thread per process (ranks are the parallelism), with
+// its fast kernels also on CPUs newer than the library.
+//
+// OpenBLAS picks its kernels by CPU model when it is loaded. A model it does not know (Debian
+// 12's 0.3.21 on a 5th-generation Xeon, model 207) gets "Prescott", SSE3 kernels that make
+// the examples' matrix products 3-4x slower. OPENBLAS_CORETYPE names the kernels instead but
+// is read only at load, so after such a fallback on a CPU with AVX-512 or AVX2 the program
+// runs itself again with it set. A user's OPENBLAS_CORETYPE is left alone.
+#include <cstdlib>
+#include <cstring>
+
+#include <unistd.h>
+
+#include <cblas.h>
+
+namespace examples {
+
+/// Call first in main(), before MPI is initialized (it may replace the process).
+inline void use_blas_single_threaded(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr && std::strcmp(openblas_get_corename(), "Prescott") == 0) {
+    const char* kernels = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") ? "SkylakeX"
+                          : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")        ? "Haswell"
+                                                                                                     : nullptr;
+    if (kernels != nullptr) {
+      ::setenv("OPENBLAS_CORETYPE", kernels, 1);
+      ::execv("/proc/self/exe", argv);  // returns only on failure: go on with the slow kernels
+    }
+  }
+  openblas_set_num_threads(1);
+}
+
+}  // namespace examples
