@@ -18,6 +18,14 @@ trainer=${TRAINER:-build/examples/fashion_mnist}
 # products run on OpenBLAS, whose threads only its own setting limits (strata's programs set it).
 mpi=(mpirun -np 2 --oversubscribe --bind-to none -x OPENBLAS_NUM_THREADS=1)
 if [ "$(id -u)" = 0 ]; then mpi+=(--allow-run-as-root); fi
+# The same OpenBLAS kernels on both sides: where OpenBLAS does not know the CPU, strata's
+# programs name better ones themselves (examples/common/blas.hpp) and the peers get that choice.
+if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+  export OPENBLAS_CORETYPE
+  OPENBLAS_CORETYPE=$(OPENBLAS_VERBOSE=2 "$trainer" --help 2>&1 | grep -o "Core: [A-Za-z0-9]*" | tail -1 | cut -d' ' -f2)
+fi
+mpi+=(-x OPENBLAS_CORETYPE)
+echo "OpenBLAS kernels on both sides: $OPENBLAS_CORETYPE"
 
 field() { grep -o "$1=[0-9.]*" | tail -1 | cut -d= -f2; }
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }

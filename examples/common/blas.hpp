@@ -18,7 +18,8 @@ namespace examples {
 
 /// Call first in main(), before MPI is initialized (it may replace the process).
 inline void use_blas_single_threaded(char** argv) {
-  if (std::getenv("OPENBLAS_CORETYPE") == nullptr && std::strcmp(openblas_get_corename(), "Prescott") == 0) {
+  const char* chosen = std::getenv("OPENBLAS_CORETYPE");
+  if ((chosen == nullptr || *chosen == '\0') && std::strcmp(openblas_get_corename(), "Prescott") == 0) {
     const char* kernels = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") ? "SkylakeX"
                           : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")        ? "Haswell"
                                                                                                      : nullptr;
