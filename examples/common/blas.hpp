@@ -9,6 +9,8 @@
 // runs itself again with it set. A user's OPENBLAS_CORETYPE is left alone.
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 
 #include <unistd.h>
 
@@ -23,9 +25,12 @@ inline void use_blas_single_threaded(char** argv) {
     const char* kernels = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") ? "SkylakeX"
                           : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")        ? "Haswell"
                                                                                                      : nullptr;
-    if (kernels != nullptr) {
+    std::error_code error;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+    if (kernels != nullptr && !error) {
       ::setenv("OPENBLAS_CORETYPE", kernels, 1);
-      ::execv("/proc/self/exe", argv);  // returns only on failure: go on with the slow kernels
+      // By its own path, not /proc/self/exe, so that ps and pgrep still see the program's name.
+      ::execv(self.c_str(), argv);  // returns only on failure: go on with the slow kernels
     }
   }
   openblas_set_num_threads(1);
