@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The unit tests (loopback ranks as threads) under AddressSanitizer + UndefinedBehaviorSanitizer
 # and under ThreadSanitizer, then each libFuzzer target (the strategy-string parser, the
-# checkpoint reader) for FUZZ_SECONDS (default 30). A crash stops the script; its input,
+# checkpoint reader) for FUZZ_SECONDS (default 15). A crash stops the script; its input,
 # saved by libFuzzer, belongs in tests/fuzz/corpus/<target>/ as a regression test.
 # Each runs in its own build folder; examples and benchmarks are not built here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-fuzz_seconds=${FUZZ_SECONDS:-30}
+fuzz_seconds=${FUZZ_SECONDS:-15}
 # -g1: line tables for the reports, much faster to compile than -g. ASan+UBSan at -O0: it
 # compiles in 0.6x the time of -O1 (UBSan's checks double -O1's optimizer work) and finds the
 # same errors; the tests then take 57 s instead of 20. TSan at -O1, which it needs to run fast.
