@@ -18,16 +18,22 @@
 
 namespace examples {
 
+/// The kernels OpenBLAS should run on this CPU where it fell back to SSE3, or nullptr.
+/// (check_blas_kernels.sh expects better kernels exactly where the CPU has AVX2 and FMA.)
+inline const char* kernels_for_this_cpu() {
+  if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")) return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  return nullptr;
+}
+
 /// Call first in main(), before MPI is initialized (it may replace the process).
 inline void use_blas_single_threaded(char** argv) {
   const char* chosen = std::getenv("OPENBLAS_CORETYPE");
-  if ((chosen == nullptr || *chosen == '\0') && std::strcmp(openblas_get_corename(), "Prescott") == 0) {
-    const char* kernels = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") ? "SkylakeX"
-                          : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")        ? "Haswell"
-                                                                                                     : nullptr;
+  const bool fell_back = (chosen == nullptr || *chosen == '\0') && std::strcmp(openblas_get_corename(), "Prescott") == 0;
+  if (const char* kernels = fell_back ? kernels_for_this_cpu() : nullptr) {
     std::error_code error;
     const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
-    if (kernels != nullptr && !error) {
+    if (!error) {
       ::setenv("OPENBLAS_CORETYPE", kernels, 1);
       // By its own path, not /proc/self/exe, so that ps and pgrep still see the program's name.
       ::execv(self.c_str(), argv);  // returns only on failure: go on with the slow kernels
