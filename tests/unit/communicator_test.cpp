@@ -1,5 +1,9 @@
 // The communicator operations beyond the all-reduce, on the loopback backend: allgather,
-// and split with group-relative ranks and traffic isolated from the parent's.
+// and split with group-relative ranks and traffic isolated from the parent's; the pace of
+// waits that test.
+#include <chrono>
+#include <climits>
+
 #include <catch2/catch.hpp>
 
 #include "conformance/cases.hpp"
@@ -41,4 +45,40 @@ TEST_CASE("split orders equal keys by rank, and a ring runs on the group", "[com
     conformance::expect(std::ranges::all_of(data, [&](float x) { return x == expected; }), "rank {}: group sum {}",
                         comm.rank(), data[0]);
   }));
+}
+
+TEST_CASE("a collective's waits yield on one machine and nap across a network", "[communicator][pacing]") {
+  struct across_machines {
+    bool spans_machines() const { return true; }
+  };
+  pace here{};
+  loopback::run(1, [&](auto& ctx) { here = collective_pace(ctx.collectives()); });
+  const pace there = collective_pace(across_machines{});
+  CHECK(here.tests == there.tests);
+  CHECK(here.yields == INT_MAX);  // every rest a yield
+  CHECK(there.yields == 0);       // every rest a sleep
+  CHECK(there.first_sleep == there.longest_sleep);
+}
+
+TEST_CASE("a backoff tests, yields, then sleeps doubling to its limit, and starts over on reset",
+          "[communicator][pacing]") {
+  using namespace std::chrono;
+  const pace schedule{.tests = 3, .yields = 2, .first_sleep = milliseconds(2), .longest_sleep = milliseconds(4),
+                      .busy_sleep = milliseconds(4)};
+  backoff idle(schedule);
+  auto timed = [&] {
+    const auto start = steady_clock::now();
+    idle.pause();
+    return steady_clock::now() - start;
+  };
+  for (int round = 0; round < 2; ++round) {
+    INFO("round " << round);
+    for (int k = 0; k < schedule.tests + schedule.yields; ++k) timed();  // no sleep (not timed: a yield may wait)
+    CHECK(timed() >= milliseconds(2));
+    CHECK(timed() >= milliseconds(4));
+    CHECK(timed() >= milliseconds(4));
+    CHECK(timed() >= milliseconds(4));
+    CHECK(timed() < milliseconds(32));  // 4 ms, where doubling without a limit would sleep 32
+    idle.reset();
+  }
 }

@@ -2,14 +2,13 @@
 // The interface every synchronizer is written against, one concept per capability. Backends
 // (mpi, loopback, and nccl on GPUs) model what they can do; nothing above this layer knows
 // which one it talks to.
-#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <span>
 #include <string_view>
-#include <thread>
 #include <type_traits>
 
+#include "strata/comm/pacing.hpp"
 #include "strata/model/memory.hpp"
 #include "strata/numeric/float16.hpp"
 
@@ -74,50 +73,21 @@ concept Testable = PointToPoint<C> && requires(C& c, typename C::request& r) {
   { c.test(r) } -> std::same_as<bool>;
 };
 
-/// The pace of a thread that tests for messages on a collective's path: a few hundred tests
-/// back to back (tens of microseconds: a message on shared memory has come by then), then
-/// the core is given up before each further test, until something arrives (reset). OpenMPI's
-/// MPI_Wait spins without yielding: where threads outnumber cores (ranks sharing cores, the
-/// kernel's TCP work) a spinning wait holds the core that the awaited message needs.
-/// Yielding from the first test cost 4 KiB all-reduces half their speed.
-///
-/// Where the ranks share the machine the core is given up by a yield: the message comes as
-/// soon as its sender runs. Where some are across a network (`spans_machines`), by a sleep
-/// of `network_nap`: a yield hands the core straight back to the next waiting rank, while
-/// the kernel's work of moving the bytes waits; a message over the network takes tens of
-/// microseconds anyway.
-class yielding_tests {
- public:
-  enum class rest { yield, nap };
-  static constexpr auto network_nap = std::chrono::microseconds(20);
+/// The pace of a collective's waits on `comm`: napping where its ranks do not all share a
+/// machine (pace::collective).
+template <class C>
+pace collective_pace(const C& comm) {
+  if constexpr (requires { { comm.spans_machines() } -> std::same_as<bool>; })
+    return pace::collective(comm.spans_machines());
+  else return pace::collective(false);
+}
 
-  explicit yielding_tests(rest how = rest::yield) : how_(how) {}
-  /// The pace of waits on `comm`: napping where its ranks do not all share a machine.
-  template <class C>
-  static yielding_tests on(const C& comm) {
-    if constexpr (requires { { comm.spans_machines() } -> std::same_as<bool>; })
-      return yielding_tests(comm.spans_machines() ? rest::nap : rest::yield);
-    else return yielding_tests();
-  }
-
-  void idle() {
-    if (tests_ < tests_before_yielding) ++tests_;
-    else if (how_ == rest::nap) std::this_thread::sleep_for(network_nap);
-    else std::this_thread::yield();
-  }
-  void reset() { tests_ = 0; }
-
- private:
-  static constexpr int tests_before_yielding = 256;
-  rest how_;
-  int tests_ = 0;
-};
-
-/// Waits for `r`: where the backend can test, tests it at the pace of yielding_tests.
+/// Waits for `r`: where the backend can test, by tests at `schedule`'s pace, never inside
+/// the backend's blocking wait (which spins); otherwise in that wait.
 template <PointToPoint C>
-void wait_yielding(C& comm, typename C::request& r) {
+void wait_paced(C& comm, typename C::request& r, pace schedule) {
   if constexpr (Testable<C>) {
-    for (auto pace = yielding_tests::on(comm); !comm.test(r);) pace.idle();
+    for (backoff idle(schedule); !comm.test(r);) idle.pause();
   } else {
     comm.wait(r);
   }

@@ -36,7 +36,6 @@
 #include <fmt/format.h>
 
 #include "strata/comm/communicator.hpp"
-#include "strata/detail/backoff.hpp"
 #include "strata/error.hpp"
 #include "strata/exec/timeout.hpp"
 #include "strata/parallel/mesh.hpp"
@@ -248,7 +247,7 @@ class driver {
       const auto deadline = std::chrono::steady_clock::now() +
                             std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
       // Waits between stages are short and on the critical path: sleep at most 50 us.
-      for (strata::detail::backoff idle(std::chrono::microseconds(50)); !comm().iprobe(from, tag); idle.pause())
+      for (backoff idle(pace::critical_path()); !comm().iprobe(from, tag); idle.pause())
         if (std::chrono::steady_clock::now() > deadline) give_up(from, w);
     }
     auto request = comm().irecv(view(into), from, tag);

@@ -117,7 +117,7 @@ class communicator {
   int size() const { return size_; }
   std::string_view backend_name() const { return "mpi"; }
   int node_color() const { return node_color_; }
-  /// Whether some ranks are on other machines: waits then nap (yielding_tests).
+  /// Whether some ranks are on other machines: waits then nap (pace::collective).
   bool spans_machines() const { return spans_machines_; }
   MPI_Comm native_handle() const { return comm_; }
 

@@ -100,7 +100,7 @@ std::size_t hierarchical_in_pieces(node_groups<C>& groups, const span_list<T>& d
     }
     return done;
   };
-  auto pace = yielding_tests::on(groups.cross);  // the ring between nodes is the one that waits on a network
+  backoff idle(collective_pace(groups.cross));  // the ring between nodes is the one that waits on a network
   while (started_within < 2 * pieces || in_node || between) {
     moved = false;
     if (!in_node && started_within < 2 * pieces) {
@@ -122,8 +122,8 @@ std::size_t hierarchical_in_pieces(node_groups<C>& groups, const span_list<T>& d
     }
     if (in_node && finished(in_node) && started_within <= pieces) ++reduced;  // a reduce-scatter finished
     if (between && finished(between)) ++summed;
-    if (moved) pace.reset();
-    else pace.idle();
+    if (moved) idle.reset();
+    else idle.pause();
   }
   return sent;
 }

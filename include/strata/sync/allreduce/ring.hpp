@@ -347,7 +347,7 @@ class ring_run {
           if (!comm_.test(work_.requests[k])) return false;
           continue;
         }
-      wait_yielding(comm_, work_.requests[k]);
+      wait_paced(comm_, work_.requests[k], collective_pace(comm_));
     }
     return true;
   }
@@ -429,7 +429,7 @@ class ring_run {
   /// is ready (its own, or a piece handled) into the right neighbour's next free slot, in
   /// order; with `block`, until the run is done.
   bool advance_shared(bool block) {
-    for (auto pace = yielding_tests::on(comm_);;) {
+    for (backoff idle(collective_pace(comm_));;) {
       bool moved = false;
       while (writable()) {
         write(written_++);
@@ -442,11 +442,11 @@ class ring_run {
       }
       if (next_ == pieces_ && written_ == chunks_out_) return true;
       if (moved) {
-        pace.reset();
+        idle.reset();
       } else {
         if (!block) return false;
         comm_.throw_if_abandoned();
-        pace.idle();
+        idle.pause();
       }
     }
   }

@@ -161,7 +161,7 @@ class client {
       return fmt::format("for the parameter server on rank{} {} to answer", hosts_owing().size() > 1 ? "s" : "",
                          fmt::join(hosts_owing(), ", "));
     });
-    backoff idle;
+    backoff idle(pace::polling());
     while (!expected_.empty()) {
       bool received = false;
       for (int host : hosts_owing())

@@ -7,10 +7,13 @@
 // worker waits for replies by probing every server it expects one from, so a server that is
 // sending to it is never left waiting while it listens to another.
 //
-// Waiting: OpenMPI's blocking calls spin on a core. Server and worker instead probe, yield
-// a few hundred times, then sleep between probes (from 20 us, doubling to 1 ms while nothing
-// arrives), so a worker blocked by SSP or a server with nothing to do uses almost no CPU, at
-// the price of at most 1 ms of added latency after an idle period.
+// Waiting: OpenMPI's blocking calls spin on a core, and where the launcher binds a rank to
+// one core (mpirun does for up to 2 ranks) a spinning worker starves the server thread it
+// waits for, or the other way round, for whole scheduler time slices. Server and worker
+// instead probe or test, yield a few hundred times, then sleep between tries (from 20 us,
+// doubling to 1 ms while nothing arrives: pace::polling), so a worker blocked by SSP or a
+// server with nothing to do uses almost no CPU, at the price of at most 1 ms of added
+// latency after an idle period.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -21,12 +24,9 @@
 #include <vector>
 
 #include "strata/comm/communicator.hpp"
-#include "strata/detail/backoff.hpp"
 #include "strata/model/huge_pages.hpp"
 
 namespace strata::sync::ps {
-
-using strata::detail::backoff;
 
 /// snapshot: the shard's values and optimizer state once every worker's first `clock` pushes
 /// are applied (a checkpoint's consistent cut); restore: replace them and set every worker's
@@ -53,20 +53,6 @@ inline constexpr int request_tag = 0x5301, request_payload_tag = 0x5302, reply_t
 template <class T>
 std::span<const std::byte> bytes_of(const T& value) {
   return std::as_bytes(std::span<const T>(&value, 1));
-}
-
-/// Waits for `r` by testing it, yielding, then sleeping, never inside a blocking call of the
-/// backend: OpenMPI's blocking waits spin, and when the launcher binds a rank to one core
-/// (mpirun does for up to 2 ranks) a spinning worker starves the server thread it waits
-/// for, or the other way round, for whole scheduler time slices.
-template <Communicator C>
-void finish(C& comm, typename C::request& r) {
-  if constexpr (Testable<C>) {
-    backoff idle;
-    while (!comm.test(r)) idle.pause();
-  } else {
-    comm.wait(r);
-  }
 }
 
 /// Whether `r` has completed, without blocking where the backend can test (backends without
@@ -122,7 +108,7 @@ class outbox {
 
   void wait_all(C& comm) {
     for (message& m : messages_)
-      for (auto& request : m.requests) finish(comm, request);
+      for (auto& request : m.requests) wait_paced(comm, request, pace::polling());
     messages_.clear();
   }
 
@@ -153,7 +139,7 @@ class outbox {
 template <Communicator C>
 void receive(C& comm, int source, int tag, std::span<std::byte> into) {
   auto request = comm.irecv(into, source, tag);
-  finish(comm, request);
+  wait_paced(comm, request, pace::polling());
 }
 
 }  // namespace strata::sync::ps

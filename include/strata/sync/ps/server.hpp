@@ -142,7 +142,7 @@ class server {
   static std::uint64_t key(std::size_t variable, std::size_t shard) { return (std::uint64_t(variable) << 32) | shard; }
 
   void run() {
-    backoff idle;
+    backoff idle(pace::polling());
     int done = 0;
     while (done < comm_->size()) {
       bool busy = deliver();
