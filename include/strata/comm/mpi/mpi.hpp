@@ -9,7 +9,6 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 #include <optional>
 #include <cstddef>
 #include <memory>
@@ -174,13 +173,9 @@ class communicator {
   /// ranks) a parameter server's thread behind a spinning barrier waited a whole scheduler
   /// time slice (~4 ms) to answer. The barrier is tested instead, yielding between tests.
   void barrier() {
-    MPI_Request r = MPI_REQUEST_NULL;
-    check(MPI_Ibarrier(comm_, &r), "MPI_Ibarrier", rank_);
-    for (int done = 0;;) {
-      check(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test", rank_);
-      if (done) return;
-      std::this_thread::yield();
-    }
+    request r;
+    check(MPI_Ibarrier(comm_, &r.handle), "MPI_Ibarrier", rank_);
+    wait_paced(*this, r, pace{.yields = INT_MAX});
   }
 
   /// Sent as bytes, so any trivially copyable type works.
