@@ -449,7 +449,8 @@ class store {
     records_by_name index;
     for (const record& r : records)
       if (r.kind != record_kind::blob) index[r.name].push_back(&r);
-    for (auto& [name, list] : index) std::ranges::stable_sort(list, {}, [](const record* r) { return r->begin; });
+    for (auto& [name, list] : index)
+      std::stable_sort(list.begin(), list.end(), [](const record* a, const record* b) { return a->begin < b->begin; });
     return index;
   }
 
@@ -467,10 +468,10 @@ class store {
     // those that start inside it.
     std::span<const record* const> near = all;
     if (t.how != sharing::rank_local) {
-      const auto starts = [](const record* r) { return r->begin; };
-      auto from = std::ranges::lower_bound(all, first, {}, starts);
+      const auto starts_before = [](const record* r, std::uint64_t at) { return r->begin < at; };
+      auto from = std::lower_bound(all.begin(), all.end(), first, starts_before);
       while (from != all.begin() && (*(from - 1))->begin + (*(from - 1))->count > first) --from;
-      near = {from, std::ranges::lower_bound(all, last, {}, starts)};
+      near = {from, std::lower_bound(all.begin(), all.end(), last, starts_before)};
     }
     struct part {
       std::uint64_t begin, end;  // of a slice's part in range
