@@ -246,7 +246,7 @@ class driver {
     if constexpr (Probing<comm_type>) {
       const auto deadline = std::chrono::steady_clock::now() +
                             std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
-      // Waits between stages are short and on the critical path: sleep at most 50 us.
+      // Waits between stages are short and on the critical path: pace::critical_path.
       for (backoff idle(pace::critical_path()); !comm().iprobe(from, tag); idle.pause())
         if (std::chrono::steady_clock::now() > deadline) give_up(from, w);
     }
