@@ -79,7 +79,10 @@ TEST_CASE("hierarchical result equals flat result", "[allreduce]") {
     INFO("ranks = " << layout.ranks << ", ranks_per_node = " << layout.ranks_per_node);
     CHECK_NOTHROW(loopback::run(layout.ranks, [&](auto& ctx) {
       conformance::allreduce_agrees_with_ring<Hierarchical>(
-          ctx, {.ring_chunk_bytes = 256, .ranks_per_node = layout.ranks_per_node, .cross_node_chunk_bytes = 96});
+          ctx, {.ring_chunk_bytes = 256,
+                .ranks_per_node = layout.ranks_per_node,
+                .cross_node_chunk_bytes = 96,
+                .hierarchical_piece_bytes = 4096});
     }));
   }
 }

@@ -1,8 +1,10 @@
 // The communicator operations beyond the all-reduce, on the loopback backend: allgather,
-// and split with group-relative ranks and traffic isolated from the parent's; the pace of
-// waits that test.
+// split with group-relative ranks and traffic isolated from the parent's, receives matched
+// in the order they were posted; the pace of waits that test.
 #include <chrono>
 #include <climits>
+#include <span>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -44,6 +46,40 @@ TEST_CASE("split orders equal keys by rank, and a ring runs on the group", "[com
     const float expected = color == 0 ? 0 + 2 + 4 : 1 + 3;
     conformance::expect(std::ranges::all_of(data, [&](float x) { return x == expected; }), "rank {}: group sum {}",
                         comm.rank(), data[0]);
+  }));
+}
+
+TEST_CASE("loopback receives match in the order they were posted, and complete in any order", "[communicator]") {
+  CHECK_NOTHROW(loopback::run(2, [](auto& ctx) {
+    auto& comm = ctx.collectives();
+    constexpr int data = 7, later = 8, go = 9;
+    const auto send = [&](float value, int tag) {
+      auto r = comm.isend(std::span<const float>(&value, 1), 1 - comm.rank(), tag);
+      comm.wait(r);
+    };
+    if (comm.rank() == 0) {
+      float first = 0, second = 0, dropped = 0, kept = 0;
+      auto a = comm.irecv(std::span<float>(&first, 1), 1, data);
+      auto b = comm.irecv(std::span<float>(&second, 1), 1, data);
+      conformance::expect(!comm.test(b) && !comm.test(a), "a receive completed before its message was sent");
+      { auto taken_back = comm.irecv(std::span<float>(&dropped, 1), 1, later); }
+      send(0.0f, go);
+      comm.wait(b);  // the later receive first: it still gets the second message
+      comm.wait(a);
+      conformance::expect(first == 1.0f && second == 2.0f, "receives got {} and {}, expected 1 and 2", first, second);
+      while (!comm.iprobe(1, later)) std::this_thread::yield();  // waits for the next receive
+      auto c = comm.irecv(std::span<float>(&kept, 1), 1, later);
+      comm.wait(c);
+      conformance::expect(dropped == 0.0f && kept == 3.0f, "a receive taken back got {}; the next one {}, expected 3",
+                          dropped, kept);
+    } else {
+      float token = 0;
+      auto g = comm.irecv(std::span<float>(&token, 1), 0, go);
+      comm.wait(g);
+      send(1.0f, data);
+      send(2.0f, data);
+      send(3.0f, later);
+    }
   }));
 }
 

@@ -2,6 +2,11 @@
 // The loopback backend: N ranks as N threads of one process, moving real bytes through
 // per-rank mailboxes. It exists for fast, deterministic unit tests of everything written
 // against the Communicator concept.
+//
+// Receives match as MPI's do: a message goes to the oldest receive posted for its (group,
+// source, tag), straight into that receive's buffer, or waits in the mailbox until one is
+// posted; so requests can be tested (Testable) and complete in any order, with the data
+// they would have under MPI.
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -15,6 +20,7 @@
 #include <mutex>
 #include <numeric>
 #include <span>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <tuple>
@@ -30,6 +36,15 @@
 namespace strata::loopback {
 
 class communicator;
+
+namespace detail {
+/// A posted receive: filled by its message's sender, or from a waiting message when posted.
+struct posted_receive {
+  std::span<std::byte> into;
+  std::string error;               // the message was of another size
+  std::atomic<bool> done = false;  // set last: a test reads it without the mailbox's lock
+};
+}  // namespace detail
 
 /// The shared state of one group of ranks (and of the groups split from it).
 class world {
@@ -79,19 +94,37 @@ class world {
 
  private:
   friend class communicator;
+  struct channel {  // one (context, source, tag) of one rank
+    std::deque<std::vector<std::byte>> waiting;  // messages no receive was posted for, oldest first
+    std::deque<detail::posted_receive*> posted;          // receives no message came for, oldest first
+  };
   struct mailbox {
     std::mutex mutex;
     std::condition_variable ready;
-    // (context, source, tag) -> messages, ranks in the world
-    std::map<std::tuple<int, int, int>, std::deque<std::vector<std::byte>>> queues;
-    int failed_rank = -1;
+    std::map<std::tuple<int, int, int>, channel> channels;  // (context, source, tag), ranks in the world
+    std::atomic<int> failed_rank = -1;
   };
+
+  static void fill(detail::posted_receive& r, std::span<const std::byte> bytes, int dest, int source, int tag) {
+    if (bytes.size() != r.into.size())
+      r.error = fmt::format("loopback rank {}: message from rank {} (tag {}) has {} bytes, the receive expects {}", dest,
+                            source, tag, bytes.size(), r.into.size());
+    else if (!bytes.empty())
+      std::memcpy(r.into.data(), bytes.data(), bytes.size());
+    r.done.store(true, std::memory_order_release);
+  }
 
   void deliver(int context, int source, int dest, int tag, std::span<const std::byte> bytes) {
     auto& box = boxes_[static_cast<std::size_t>(dest)];
     {
       std::lock_guard lock(box.mutex);
-      box.queues[{context, source, tag}].emplace_back(bytes.begin(), bytes.end());
+      channel& c = box.channels[{context, source, tag}];
+      if (c.posted.empty()) {
+        c.waiting.emplace_back(bytes.begin(), bytes.end());
+      } else {
+        fill(*c.posted.front(), bytes, dest, source, tag);
+        c.posted.pop_front();
+      }
     }
     box.ready.notify_all();
   }
@@ -99,21 +132,44 @@ class world {
   bool has_message(int context, int dest, int source, int tag) {
     auto& box = boxes_[static_cast<std::size_t>(dest)];
     std::lock_guard lock(box.mutex);
-    const auto queue = box.queues.find({context, source, tag});
-    return queue != box.queues.end() && !queue->second.empty();
+    const auto c = box.channels.find({context, source, tag});
+    return c != box.channels.end() && !c->second.waiting.empty();
   }
 
-  std::vector<std::byte> take(int context, int dest, int source, int tag) {
+  /// Posts `r`: filled at once from a waiting message, else by the message's sender.
+  void post(int context, int dest, int source, int tag, detail::posted_receive& r) {
     auto& box = boxes_[static_cast<std::size_t>(dest)];
+    std::lock_guard lock(box.mutex);
+    channel& c = box.channels[{context, source, tag}];
+    if (c.waiting.empty()) {
+      c.posted.push_back(&r);
+    } else {
+      fill(r, c.waiting.front(), dest, source, tag);
+      c.waiting.pop_front();
+    }
+  }
+
+  /// Takes back a receive that is going away unfilled, so no sender writes into it.
+  void cancel(int context, int dest, int source, int tag, detail::posted_receive& r) {
+    auto& box = boxes_[static_cast<std::size_t>(dest)];
+    std::lock_guard lock(box.mutex);
+    if (const auto c = box.channels.find({context, source, tag}); c != box.channels.end()) std::erase(c->second.posted, &r);
+  }
+
+  /// Whether `r` was filled; with `block`, waits until it is. Throws where the message was
+  /// of another size, or where a rank failed before it came.
+  bool finished(int dest, int source, int tag, detail::posted_receive& r, bool block) {
+    auto& box = boxes_[static_cast<std::size_t>(dest)];
+    // A test that finds nothing takes no lock: the rings test hundreds of times per message.
+    if (!block && !r.done.load(std::memory_order_acquire) && box.failed_rank.load() < 0) return false;
     std::unique_lock lock(box.mutex);
-    auto& queue = box.queues[{context, source, tag}];
-    box.ready.wait(lock, [&] { return !queue.empty() || box.failed_rank >= 0; });
-    if (queue.empty())
+    if (block) box.ready.wait(lock, [&] { return r.done || box.failed_rank >= 0; });
+    if (!r.error.empty()) throw comm_error(r.error);
+    if (r.done) return true;
+    if (box.failed_rank >= 0)
       throw comm_error(fmt::format("loopback rank {}: gave up receiving from rank {} (tag {}) because rank {} failed", dest,
-                                   source, tag, box.failed_rank));
-    std::vector<std::byte> message = std::move(queue.front());
-    queue.pop_front();
-    return message;
+                                   source, tag, box.failed_rank.load()));
+    return false;
   }
 
   std::deque<mailbox> boxes_;  // deque: mailboxes hold a mutex and never move
@@ -129,9 +185,27 @@ class world {
 /// the group; the world sees their world ranks.
 class communicator {
  public:
-  /// Sends complete at once (the bytes are copied); receives complete in wait().
-  struct request {
-    std::function<void()> complete;
+  /// Sends complete at once (the bytes are copied); receives once their message is in
+  /// their buffer. One that goes away unfinished is taken back, so no sender writes into it.
+  class request {
+   public:
+    request() = default;
+
+   private:
+    friend class communicator;
+    struct receive {
+      world* w;
+      int context, dest, source, tag;  // ranks in the world
+      detail::posted_receive posted;
+    };
+    struct take_back {
+      void operator()(receive* r) const {
+        r->w->cancel(r->context, r->dest, r->source, r->tag, r->posted);
+        delete r;
+      }
+    };
+    std::vector<std::unique_ptr<receive, take_back>> receives_;
+    std::function<void()> then_;  // once every receive is filled (an all-reduce's sum)
   };
 
   int rank() const { return rank_; }
@@ -153,7 +227,9 @@ class communicator {
   template <class T>
     requires Element<T> || std::same_as<T, std::byte>
   request irecv(std::span<T> data, int source, int tag) {
-    return {[this, data, source, tag] { receive_into(std::as_writable_bytes(data), source, tag); }};
+    request r;
+    post(r, std::as_writable_bytes(data), source, tag);
+    return r;
   }
 
   /// Sums in rank order on every rank, so all ranks get bitwise-identical results.
@@ -161,19 +237,20 @@ class communicator {
   request iallreduce_sum(std::span<T> data) {
     for (int r = 0; r < size(); ++r)
       if (r != rank_) send_bytes(r, allreduce_tag, std::as_bytes(std::span<const T>(data)));
-    return {[this, data] {
+    auto incoming = std::make_shared<std::vector<T>>(data.size() * members_.size());  // rank r's at r * size
+    const auto from = [&](int r) { return std::span<T>(*incoming).subspan(static_cast<std::size_t>(r) * data.size(), data.size()); };
+    request out;
+    for (int r = 0; r < size(); ++r)
+      if (r != rank_) post(out, std::as_writable_bytes(from(r)), r, allreduce_tag);
+    out.then_ = [this, data, incoming] {
       std::vector<T> sum(data.size(), T{});
-      std::vector<T> incoming(data.size());
       for (int r = 0; r < size(); ++r) {
-        const T* contribution = data.data();
-        if (r != rank_) {
-          receive_into(std::as_writable_bytes(std::span<T>(incoming)), r, allreduce_tag);
-          contribution = incoming.data();
-        }
+        const T* contribution = r == rank_ ? data.data() : incoming->data() + static_cast<std::size_t>(r) * data.size();
         for (std::size_t i = 0; i < data.size(); ++i) sum[i] += contribution[i];
       }
       std::copy(sum.begin(), sum.end(), data.begin());
-    }};
+    };
+    return out;
   }
 
   template <Element T>
@@ -182,9 +259,10 @@ class communicator {
     wait(r);
   }
 
-  void wait(request& r) {
-    if (r.complete) std::exchange(r.complete, {})();
-  }
+  void wait(request& r) { complete(r, true); }
+
+  /// Whether `r` has completed (its receives filled), without blocking.
+  bool test(request& r) { return complete(r, false); }
 
   template <class T>
   void broadcast(std::span<T> data, int root) {
@@ -276,11 +354,24 @@ class communicator {
   }
 
   void receive_into(std::span<std::byte> out, int source, int tag) {
-    std::vector<std::byte> message = world_->take(context_, world_rank(rank_), world_rank(source), tag);
-    if (message.size() != out.size())
-      throw comm_error(fmt::format("loopback rank {}: message from rank {} (tag {}) has {} bytes, the receive expects {}",
-                                   rank_, source, tag, message.size(), out.size()));
-    std::ranges::copy(message, out.begin());  // (memcpy of an empty message would pass null pointers)
+    request r;
+    post(r, out, source, tag);
+    wait(r);
+  }
+
+  void post(request& r, std::span<std::byte> into, int source, int tag) {
+    auto& receive = r.receives_.emplace_back(
+        new request::receive{world_, context_, world_rank(rank_), world_rank(source), tag, {.into = into}});
+    world_->post(receive->context, receive->dest, receive->source, tag, receive->posted);
+  }
+
+  /// Whether every receive of `r` is filled (with `block`, once it is), then what follows them.
+  bool complete(request& r, bool block) {
+    for (auto& receive : r.receives_)
+      if (!world_->finished(receive->dest, receive->source, receive->tag, receive->posted, block)) return false;
+    r.receives_.clear();
+    if (r.then_) std::exchange(r.then_, {})();
+    return true;
   }
 
   struct segments {
@@ -356,6 +447,7 @@ void run(int size, Body body) {
   if (cause >= 0) std::rethrow_exception(failures[static_cast<std::size_t>(cause)]);
 }
 
-static_assert(Communicator<communicator> && SharedMemory<communicator> && CommContext<context>);
+static_assert(Communicator<communicator> && Testable<communicator> && SharedMemory<communicator> &&
+              CommContext<context>);
 
 }  // namespace strata::loopback
