@@ -121,9 +121,10 @@ class world {
       channel& c = box.channels[{context, source, tag}];
       if (c.posted.empty()) {
         c.waiting.emplace_back(bytes.begin(), bytes.end());
-      } else {
-        fill(*c.posted.front(), bytes, dest, source, tag);
+      } else {  // unlisted first: once filled, its receiver may free it without the lock
+        detail::posted_receive& r = *c.posted.front();
         c.posted.pop_front();
+        fill(r, bytes, dest, source, tag);
       }
     }
     box.ready.notify_all();
@@ -160,12 +161,17 @@ class world {
   /// of another size, or where a rank failed before it came.
   bool finished(int dest, int source, int tag, detail::posted_receive& r, bool block) {
     auto& box = boxes_[static_cast<std::size_t>(dest)];
-    // A test that finds nothing takes no lock: the rings test hundreds of times per message.
-    if (!block && !r.done.load(std::memory_order_acquire) && box.failed_rank.load() < 0) return false;
+    // A test takes no lock unless it must wait or report a failure: the rings test hundreds
+    // of times per message, and `done` is stored last, after the bytes and any error.
+    const auto filled = [&] {
+      if (!r.error.empty()) throw comm_error(r.error);
+      return true;
+    };
+    if (r.done.load(std::memory_order_acquire)) return filled();
+    if (!block && box.failed_rank.load() < 0) return false;
     std::unique_lock lock(box.mutex);
     if (block) box.ready.wait(lock, [&] { return r.done || box.failed_rank >= 0; });
-    if (!r.error.empty()) throw comm_error(r.error);
-    if (r.done) return true;
+    if (r.done) return filled();
     if (box.failed_rank >= 0)
       throw comm_error(fmt::format("loopback rank {}: gave up receiving from rank {} (tag {}) because rank {} failed", dest,
                                    source, tag, box.failed_rank.load()));
@@ -200,7 +206,10 @@ class communicator {
     };
     struct take_back {
       void operator()(receive* r) const {
-        r->w->cancel(r->context, r->dest, r->source, r->tag, r->posted);
+        // A filled receive was unlisted before it was filled; one that is not may be filled
+        // meanwhile, and cancel() under the lock then finds nothing to take back.
+        if (!r->posted.done.load(std::memory_order_acquire))
+          r->w->cancel(r->context, r->dest, r->source, r->tag, r->posted);
         delete r;
       }
     };
@@ -237,15 +246,16 @@ class communicator {
   request iallreduce_sum(std::span<T> data) {
     for (int r = 0; r < size(); ++r)
       if (r != rank_) send_bytes(r, allreduce_tag, std::as_bytes(std::span<const T>(data)));
-    auto incoming = std::make_shared<std::vector<T>>(data.size() * members_.size());  // rank r's at r * size
-    const auto from = [&](int r) { return std::span<T>(*incoming).subspan(static_cast<std::size_t>(r) * data.size(), data.size()); };
+    // Rank r's contribution lands at r * size; this rank's own stays in `data`.
+    const auto from = [incoming = std::make_shared<std::vector<T>>(data.size() * members_.size()), n = data.size()](
+                          int r) { return std::span<T>(*incoming).subspan(static_cast<std::size_t>(r) * n, n); };
     request out;
     for (int r = 0; r < size(); ++r)
       if (r != rank_) post(out, std::as_writable_bytes(from(r)), r, allreduce_tag);
-    out.then_ = [this, data, incoming] {
+    out.then_ = [this, data, from] {
       std::vector<T> sum(data.size(), T{});
       for (int r = 0; r < size(); ++r) {
-        const T* contribution = r == rank_ ? data.data() : incoming->data() + static_cast<std::size_t>(r) * data.size();
+        const std::span<const T> contribution = r == rank_ ? data : from(r);
         for (std::size_t i = 0; i < data.size(); ++i) sum[i] += contribution[i];
       }
       std::copy(sum.begin(), sum.end(), data.begin());
