@@ -42,6 +42,11 @@ struct pace {
     return {.yields = 200, .longest_sleep = microseconds(1000), .busy_sleep = microseconds(100)};
   }
 
+  /// A barrier's wait: rare, and often for a thread of this very process (a parameter
+  /// server's, behind the barrier) that needs the core, so the core is given up from the
+  /// first test.
+  static constexpr pace rendezvous() { return {.yields = INT_MAX}; }
+
   /// A wait on the critical path (a pipeline stage's next activation): a message is late by
   /// at most the longest sleep, so it stays at 50 us.
   static constexpr pace critical_path() {

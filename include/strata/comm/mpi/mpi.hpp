@@ -175,7 +175,7 @@ class communicator {
   void barrier() {
     request r;
     check(MPI_Ibarrier(comm_, &r.handle), "MPI_Ibarrier", rank_);
-    wait_paced(*this, r, pace{.yields = INT_MAX});
+    wait_paced(*this, r, pace::rendezvous());
   }
 
   /// Sent as bytes, so any trivially copyable type works.
