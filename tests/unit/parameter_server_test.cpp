@@ -32,6 +32,27 @@ TEST_CASE("shards are placed greedily on the least-loaded rank", "[ps][plan]") {
   CHECK(p.variables[1].shard_of_row(5) == 2);
 }
 
+TEST_CASE("shards are spread over hosts first, then over a host's ranks", "[ps][plan]") {
+  std::vector<float> a(100), b(40), ga(100), gb(40);
+  const std::vector<variable_binding> variables = {{"a", {10, 10}, a, ga, "PS<2>,Partition<0>"},   // 2 x 200 bytes
+                                                   {"b", {4, 10}, b, gb, "PS<2>,Partition<0>"}};  // 2 x 80 bytes
+  const auto hosts_of = [](const sync::ps::plan& p) {
+    std::vector<int> hosts;
+    for (const auto& v : p.variables)
+      for (const auto& s : v.shards) hosts.push_back(s.host);
+    return hosts;
+  };
+  // 2 hosts x 2 ranks: a.0 -> rank 0; a.1 -> host 1 (0 bytes), rank 2; b.0 -> the hosts tie at
+  // 200, so the emptiest rank, 1; b.1 -> host 1 (200 < 280), rank 3.
+  const std::vector<int> two_hosts = {0, 0, 1, 1};
+  const sync::ps::plan spread = sync::ps::make_plan(variables, 4, server_assignment::least_loaded, two_hosts);
+  CHECK(hosts_of(spread) == std::vector<int>{0, 2, 1, 3});
+  CHECK(spread.bytes_per_rank == std::vector<std::size_t>{200, 80, 200, 80});
+  // On one host, rank by rank, as before; a host layout of another size is refused.
+  CHECK(hosts_of(sync::ps::make_plan(variables, 4)) == std::vector<int>{0, 1, 2, 3});
+  CHECK_THROWS_AS(sync::ps::make_plan(variables, 3, server_assignment::least_loaded, two_hosts), usage_error);
+}
+
 TEST_CASE("builder::PS's first_server assignment puts every shard on rank 0", "[ps][plan]") {
   std::vector<float> a(100), b(60), ga(100), gb(60);
   const std::vector<variable_binding> variables = {{"a", {10, 10}, a, ga, "PS<2>,Partition<0>"},

@@ -7,6 +7,7 @@
 #include <span>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "strata/comm/pacing.hpp"
 #include "strata/model/memory.hpp"
@@ -136,6 +137,15 @@ concept HostBuffers = std::same_as<buffer_memory_t<C>, host_memory>;
 /// Every capability: what the host backends (mpi, loopback) model and host synchronizers use.
 template <class C>
 concept Communicator = Collectives<C> && PointToPoint<C> && Probing<C>;
+
+/// Every rank's host, as its node color. Collective.
+template <Collectives C>
+std::vector<int> host_of_each_rank(C& comm) {
+  const int mine = comm.node_color();
+  std::vector<int> colors(static_cast<std::size_t>(comm.size()));
+  comm.allgather(std::span<const int>(&mine, 1), std::span<int>(colors));
+  return colors;
+}
 
 }  // namespace strata
 

@@ -282,15 +282,6 @@ link_class measure_link(Comm& comm, int a, int b, int repeats) {
   return {small, static_cast<double>(large) / std::max(big - small, 1e-9)};
 }
 
-/// Every rank's host, as its node color (the host's first rank). Collective.
-template <class Comm>
-std::vector<int> host_of_each_rank(Comm& comm) {
-  const int mine = comm.node_color();
-  std::vector<int> colors(static_cast<std::size_t>(comm.size()));
-  comm.allgather(std::span<const int>(&mine, 1), std::span<int>(colors));
-  return colors;
-}
-
 /// Ranks on each host, in host order (hosts ordered by their first rank): the layout a
 /// calibration is bound to. Collective.
 template <class Comm>

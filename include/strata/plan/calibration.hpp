@@ -31,6 +31,12 @@ struct cluster {
   int hosts() const { return (ranks + ranks_per_host - 1) / ranks_per_host; }
   /// Ranks on the busiest host: the ranks that share one host's link.
   int ranks_on_a_host() const { return std::min(ranks, ranks_per_host); }
+  /// Each rank's host: consecutive ranks share one, as mpirun fills a host's slots first.
+  std::vector<int> host_of_each_rank() const {
+    std::vector<int> hosts(static_cast<std::size_t>(ranks));
+    for (int r = 0; r < ranks; ++r) hosts[static_cast<std::size_t>(r)] = r / std::max(ranks_per_host, 1);
+    return hosts;
+  }
   friend bool operator==(const cluster&, const cluster&) = default;
 };
 

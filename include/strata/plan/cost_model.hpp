@@ -19,7 +19,8 @@
 //   bucket in cache moves faster than one from memory); Compress<FP16|BF16> halves n on the
 //   wire and adds what the casts added where calibrated (the algorithm's FP16 step beyond
 //   its uncompressed step of n/2 bytes);
-// - parameter-server shards are placed as the executor places them (sync::ps::next_server);
+// - parameter-server shards are placed as the executor places them on the target's hosts
+//   (sync::ps::next_server);
 //   a step costs the calibration's fixed cost once, and each server, per step, its shards'
 //   requests and bytes from every worker, at the per-worker rates of the calibration's
 //   one-server measurement (dense: per shard and per byte), slowed by how busy the other
@@ -247,13 +248,14 @@ class cost_model {
     double fixed = 0.0;  // once per step: the slowest family's
     const double workers = static_cast<double>(p) / p0;  // the one-server lines hold p0 workers' share
     const int remote_workers = p - target_.ranks_on_a_host();
+    const std::vector<int> hosts = target_.host_of_each_rank();
     for (std::size_t i = 0; i < variables.size(); ++i) {
       const strategy_descriptor& s = strategies[i];
       if (s.placement != placement_kind::ps) continue;
       const variable_profile& v = variables[i];
       const int parts = s.partitioned() ? s.ps_shards : 1;
       for (const sync::part_layout& part : sync::partition_layout(v.shape, v.elements(), s.partition_axis, parts)) {
-        const std::size_t host = sync::ps::next_server(held, options_.servers);
+        const std::size_t host = sync::ps::next_server(held, options_.servers, hosts);
         held[host] += part.elements() * sizeof(float);
         const double share = static_cast<double>(part.elements()) / static_cast<double>(std::max<std::size_t>(v.elements(), 1));
         const double bytes = v.touched_bytes() * share;

@@ -1,17 +1,23 @@
 #pragma once
 // Where the parameter-server variables of a model live: each PS<N> variable is split into
-// its shards (Partition<Axis>, as even as the axis allows), and each shard is placed on the
-// rank with the fewest bytes so far (ties: the lower rank), in declaration order, or on rank
-// 0 when a builder asks for the first server (AutoDist's PS builder). Every rank computes
-// the same plan from the same model.
+// its shards (Partition<Axis>, as even as the axis allows), and each shard is placed, in
+// declaration order, on the host with the fewest bytes so far and there on its rank with the
+// fewest (ties: the lower rank), or on rank 0 when a builder asks for the first server
+// (AutoDist's PS builder). A host's bytes are what its link carries to and from the other
+// hosts' workers, and its ranks share its cores: PS<2> on 2 hosts x 2 ranks puts a shard on
+// each host, not both on the first. Every rank computes the same plan from the same model
+// and hosts.
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "strata/error.hpp"
 #include "strata/model/variable.hpp"
 #include "strata/strategy/builders.hpp"
 #include "strata/strategy/canonical_string.hpp"
@@ -48,19 +54,29 @@ struct plan {
   std::vector<std::size_t> bytes_per_rank;  // values each rank's server holds (optimizer state not counted)
 };
 
-/// The rank the next shard goes to: the one holding the fewest bytes so far (ties: the
-/// lower rank), or rank 0 for the first server.
-inline std::size_t next_server(std::span<const std::size_t> bytes_per_rank, server_assignment servers) {
-  std::size_t host = 0;
-  if (servers == server_assignment::least_loaded)
-    for (std::size_t r = 1; r < bytes_per_rank.size(); ++r)
-      if (bytes_per_rank[r] < bytes_per_rank[host]) host = r;
-  return host;
+/// The rank the next shard goes to: of the hosts holding the fewest bytes so far, the rank
+/// holding the fewest (ties: the lower rank); or rank 0 for the first server.
+/// `host_of_rank`: each rank's host (empty: one host).
+inline std::size_t next_server(std::span<const std::size_t> bytes_per_rank, server_assignment servers,
+                               std::span<const int> host_of_rank = {}) {
+  if (servers == server_assignment::first_server) return 0;
+  const auto host = [&](std::size_t r) { return host_of_rank.empty() ? 0 : host_of_rank[r]; };
+  std::map<int, std::size_t> bytes_per_host;
+  for (std::size_t r = 0; r < bytes_per_rank.size(); ++r) bytes_per_host[host(r)] += bytes_per_rank[r];
+  const auto load = [&](std::size_t r) { return std::pair(bytes_per_host[host(r)], bytes_per_rank[r]); };
+  std::size_t next = 0;
+  for (std::size_t r = 1; r < bytes_per_rank.size(); ++r)
+    if (load(r) < load(next)) next = r;
+  return next;
 }
 
-/// The plan of every PS variable among `variables` (the model's, in order) over `ranks`.
+/// The plan of every PS variable among `variables` (the model's, in order) over `ranks`,
+/// whose hosts are `host_of_rank` (empty: one host; else one entry per rank).
 inline plan make_plan(std::span<const variable_binding> variables, int ranks,
-                      server_assignment servers = server_assignment::least_loaded) {
+                      server_assignment servers = server_assignment::least_loaded,
+                      std::span<const int> host_of_rank = {}) {
+  if (!host_of_rank.empty() && host_of_rank.size() != static_cast<std::size_t>(ranks))
+    throw usage_error(fmt::format("internal: make_plan for {} ranks was given the hosts of {}", ranks, host_of_rank.size()));
   plan p;
   p.bytes_per_rank.assign(static_cast<std::size_t>(ranks), 0);
   for (std::size_t i = 0; i < variables.size(); ++i) {
@@ -81,7 +97,7 @@ inline plan make_plan(std::span<const variable_binding> variables, int ranks,
         s.first_row = part.blocks.front().offset / v.row_elements;
         s.rows = s.elements / v.row_elements;
       }
-      const std::size_t host = next_server(p.bytes_per_rank, servers);
+      const std::size_t host = next_server(p.bytes_per_rank, servers, host_of_rank);
       s.host = static_cast<int>(host);
       p.bytes_per_rank[host] += s.elements * sizeof(float);
     }

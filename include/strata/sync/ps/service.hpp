@@ -21,7 +21,9 @@ class service {
 
  public:
   service(C& comm, std::span<const variable_binding> variables, server_assignment servers)
-      : comm_(comm.split(0, comm.rank())), plan_(make_plan(variables, comm_.size(), servers)), client_(comm_, plan_) {}
+      : comm_(comm.split(0, comm.rank())),
+        plan_(make_plan(variables, comm_.size(), servers, host_of_each_rank(comm_))),
+        client_(comm_, plan_) {}
   service(const service&) = delete;
   service& operator=(const service&) = delete;
 
