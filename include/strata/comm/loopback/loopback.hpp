@@ -371,7 +371,7 @@ class communicator {
 
   void post(request& r, std::span<std::byte> into, int source, int tag) {
     auto& receive = r.receives_.emplace_back(
-        new request::receive{world_, context_, world_rank(rank_), world_rank(source), tag, {.into = into}});
+        new request::receive{world_, context_, world_rank(rank_), world_rank(source), tag, {.into = into, .error = {}}});
     world_->post(receive->context, receive->dest, receive->source, tag, receive->posted);
   }
 
