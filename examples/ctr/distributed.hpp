@@ -61,6 +61,7 @@ struct distributed_result {
   double train_seconds = 0.0;  ///< wall time of the updates, evaluations excluded
   long updates = 0;
   std::vector<std::string> strategies;  ///< "name: canonical strategy" per variable
+  std::vector<std::string> servers;     ///< "name on ranks 0,2": the ranks serving each PS variable's shards
 };
 
 namespace detail {
@@ -123,6 +124,12 @@ distributed_result train_distributed(strata::mpi::context& ctx, const generator&
 
   distributed_result result;
   for (const strata::variable_binding& v : model.variables()) result.strategies.push_back(v.name + ": " + v.strategy);
+  if (const strata::sync::ps::plan* placed = exec.parameter_server_plan())
+    for (const strata::sync::ps::variable_plan& v : placed->variables) {
+      std::vector<int> ranks;
+      for (const strata::sync::ps::shard_plan& s : v.shards) ranks.push_back(s.host);
+      result.servers.push_back(fmt::format("{} on ranks {}", v.binding.name, fmt::join(ranks, ",")));
+    }
 
   std::mt19937_64 straggler_engine(o.seed * 1'000'003 + static_cast<std::uint64_t>(rank));
   std::bernoulli_distribution straggles(o.straggler_probability);

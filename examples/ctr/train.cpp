@@ -171,6 +171,7 @@ int train(strata::mpi::context& ctx, options o) {
   });
   if (ctx.rank() != 0) return 0;
   fmt::print("strategies: {}\n", fmt::join(result.strategies, "; "));
+  if (!result.servers.empty()) fmt::print("servers: {}\n", fmt::join(result.servers, "; "));
   const double samples = static_cast<double>(result.updates) * static_cast<double>(o.run.global_batch);
   fmt::print("summary: ranks={} builder={} consistency={} planted_auc={:.4f} auc={:.4f} gap={:.4f} updates={} "
              "samples_per_second={:.0f} train_seconds={:.2f} total_seconds={:.2f}\n",

@@ -3,6 +3,7 @@
 #   cluster_up                 takes the machine's cluster lock, builds 2 hosts x 2 ranks at
 #                              10 Gbit/s, and at exit removes it and stops a job still in
 #                              $launched; exits with cluster.sh's status (77: skipped) if it fails
+#   expect_ranks_by_host       fails unless -np 4 puts ranks 0-1 on strata-h0 and 2-3 on strata-h1
 #   wait_for_commit STEP LOG   waits up to 120 s for the committed checkpoint of update STEP in
 #                              ./checkpoints while the job $launched runs; fails showing LOG if not
 launched=0
@@ -13,6 +14,14 @@ cluster_up() {
   local status=0
   bash "$cluster" up --hosts 2 --slots 2 --rate 10gbit || status=$?
   [ "$status" = 0 ] || exit "$status"
+}
+
+expect_ranks_by_host() {
+  local placement
+  placement=$(bash "$cluster" run -np 4 sh -c 'echo $OMPI_COMM_WORLD_RANK $(hostname)' | sort | paste -sd' ')
+  echo "ranks and hosts: $placement"
+  [ "$placement" = "0 strata-h0 1 strata-h0 2 strata-h1 3 strata-h1" ] ||
+    { echo "expected ranks 0 and 1 on strata-h0, 2 and 3 on strata-h1" >&2; exit 1; }
 }
 
 wait_for_commit() {

@@ -10,9 +10,7 @@ source "$(dirname "$0")/common.sh"
 rm -rf "$work" && mkdir -p "$work"
 cluster_up
 
-placement=$(bash "$cluster" run -np 4 hostname | sort | uniq -c | awk '{print $2 "x" $1}' | paste -sd' ')
-echo "ranks per host: $placement"
-[ "$placement" = "strata-h0x2 strata-h1x2" ] || { echo "expected 2 ranks on each of strata-h0 and strata-h1" >&2; exit 1; }
+expect_ranks_by_host
 
 bash "$cluster" run -np 4 "$program" --epochs 1 --max-steps 60 --strategy "AllReduce<Ring>" \
   --save-params "$work/params.2x2.bin"
