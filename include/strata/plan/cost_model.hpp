@@ -20,7 +20,7 @@
 //   wire and adds what the casts added where calibrated (the algorithm's FP16 step beyond
 //   its uncompressed step of n/2 bytes);
 // - parameter-server shards are placed as the executor places them on the target's hosts
-//   (sync::ps::next_server);
+//   (sync::ps::server_placement);
 //   a step costs the calibration's fixed cost once, and each server, per step, its shards'
 //   requests and bytes from every worker, at the per-worker rates of the calibration's
 //   one-server measurement (dense: per shard and per byte), slowed by how busy the other
@@ -242,21 +242,20 @@ class cost_model {
                                   std::span<const strategy_descriptor> strategies) const {
     const int p = target_.ranks, p0 = c_.measured_on.ranks;
     const auto servers = static_cast<std::size_t>(p);
-    std::vector<std::size_t> held(servers, 0);
     std::vector<double> shards(servers, 0.0), dense_bytes(servers, 0.0), sparse_rows(servers, 0.0), sparse_bytes(servers, 0.0),
         remote(servers, 0.0);
     double fixed = 0.0;  // once per step: the slowest family's
     const double workers = static_cast<double>(p) / p0;  // the one-server lines hold p0 workers' share
     const int remote_workers = p - target_.ranks_on_a_host();
     const std::vector<int> hosts = target_.host_of_each_rank();
+    sync::ps::server_placement placement(p, options_.servers, hosts);
     for (std::size_t i = 0; i < variables.size(); ++i) {
       const strategy_descriptor& s = strategies[i];
       if (s.placement != placement_kind::ps) continue;
       const variable_profile& v = variables[i];
       const int parts = s.partitioned() ? s.ps_shards : 1;
       for (const sync::part_layout& part : sync::partition_layout(v.shape, v.elements(), s.partition_axis, parts)) {
-        const std::size_t host = sync::ps::next_server(held, options_.servers, hosts);
-        held[host] += part.elements() * sizeof(float);
+        const std::size_t host = placement.place(part.elements() * sizeof(float));
         const double share = static_cast<double>(part.elements()) / static_cast<double>(std::max<std::size_t>(v.elements(), 1));
         const double bytes = v.touched_bytes() * share;
         if (v.sparse) {

@@ -7,6 +7,7 @@
 // hosts' workers, and its ranks share its cores: PS<2> on 2 hosts x 2 ranks puts a shard on
 // each host, not both on the first. Every rank computes the same plan from the same model
 // and hosts.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -54,31 +55,53 @@ struct plan {
   std::vector<std::size_t> bytes_per_rank;  // values each rank's server holds (optimizer state not counted)
 };
 
-/// The rank the next shard goes to: of the hosts holding the fewest bytes so far, the rank
-/// holding the fewest (ties: the lower rank); or rank 0 for the first server.
-/// `host_of_rank`: each rank's host (empty: one host).
-inline std::size_t next_server(std::span<const std::size_t> bytes_per_rank, server_assignment servers,
-                               std::span<const int> host_of_rank = {}) {
-  if (servers == server_assignment::first_server) return 0;
-  const auto host = [&](std::size_t r) { return host_of_rank.empty() ? 0 : host_of_rank[r]; };
-  std::map<int, std::size_t> bytes_per_host;
-  for (std::size_t r = 0; r < bytes_per_rank.size(); ++r) bytes_per_host[host(r)] += bytes_per_rank[r];
-  const auto load = [&](std::size_t r) { return std::pair(bytes_per_host[host(r)], bytes_per_rank[r]); };
-  std::size_t next = 0;
-  for (std::size_t r = 1; r < bytes_per_rank.size(); ++r)
-    if (load(r) < load(next)) next = r;
-  return next;
-}
+/// Places shards one after another: each on the host holding the fewest bytes so far and
+/// there on its rank holding the fewest (ties: the lower rank), or every one on rank 0 for
+/// the first server. `host_of_rank`: each rank's host (empty: one host). A shard costs a
+/// pass over the ranks, without allocating: the cost model places PS<1024> variables on
+/// 1024 ranks for every plan it scores.
+class server_placement {
+ public:
+  server_placement(int ranks, server_assignment servers, std::span<const int> host_of_rank = {})
+      : servers_(servers), host_(static_cast<std::size_t>(ranks), 0), bytes_per_rank_(host_.size(), 0) {
+    if (!host_of_rank.empty() && host_of_rank.size() != host_.size())
+      throw usage_error(fmt::format("internal: shards placed over {} ranks were given the hosts of {}", ranks,
+                                    host_of_rank.size()));
+    std::map<int, std::size_t> index;  // hosts as given (node colors) -> 0, 1, ... in order of appearance
+    for (std::size_t r = 0; r < host_of_rank.size(); ++r)
+      host_[r] = index.try_emplace(host_of_rank[r], index.size()).first->second;
+    bytes_per_host_.assign(std::max<std::size_t>(index.size(), 1), 0);
+  }
+
+  /// The rank the next shard, of `bytes`, goes to; its bytes are counted there.
+  std::size_t place(std::size_t bytes) {
+    std::size_t next = 0;
+    if (servers_ == server_assignment::least_loaded) {
+      const auto load = [&](std::size_t r) { return std::pair(bytes_per_host_[host_[r]], bytes_per_rank_[r]); };
+      for (std::size_t r = 1; r < host_.size(); ++r)
+        if (load(r) < load(next)) next = r;
+    }
+    bytes_per_rank_[next] += bytes;
+    bytes_per_host_[host_[next]] += bytes;
+    return next;
+  }
+
+  /// Bytes placed on each rank so far.
+  const std::vector<std::size_t>& bytes_per_rank() const { return bytes_per_rank_; }
+
+ private:
+  server_assignment servers_;
+  std::vector<std::size_t> host_;  // each rank's host, numbered from 0
+  std::vector<std::size_t> bytes_per_rank_, bytes_per_host_;
+};
 
 /// The plan of every PS variable among `variables` (the model's, in order) over `ranks`,
 /// whose hosts are `host_of_rank` (empty: one host; else one entry per rank).
 inline plan make_plan(std::span<const variable_binding> variables, int ranks,
                       server_assignment servers = server_assignment::least_loaded,
                       std::span<const int> host_of_rank = {}) {
-  if (!host_of_rank.empty() && host_of_rank.size() != static_cast<std::size_t>(ranks))
-    throw usage_error(fmt::format("internal: make_plan for {} ranks was given the hosts of {}", ranks, host_of_rank.size()));
+  server_placement placement(ranks, servers, host_of_rank);
   plan p;
-  p.bytes_per_rank.assign(static_cast<std::size_t>(ranks), 0);
   for (std::size_t i = 0; i < variables.size(); ++i) {
     const strategy_descriptor d = parse_strategy(variables[i].strategy);
     if (d.placement != placement_kind::ps) continue;
@@ -97,11 +120,10 @@ inline plan make_plan(std::span<const variable_binding> variables, int ranks,
         s.first_row = part.blocks.front().offset / v.row_elements;
         s.rows = s.elements / v.row_elements;
       }
-      const std::size_t host = next_server(p.bytes_per_rank, servers, host_of_rank);
-      s.host = static_cast<int>(host);
-      p.bytes_per_rank[host] += s.elements * sizeof(float);
+      s.host = static_cast<int>(placement.place(s.elements * sizeof(float)));
     }
   }
+  p.bytes_per_rank = placement.bytes_per_rank();
   return p;
 }
 
