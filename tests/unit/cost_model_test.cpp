@@ -283,3 +283,23 @@ TEST_CASE("a server slows by how busy the other servers are beside it", "[plan]"
   const double fixed = c.sparse_parameter_server.fixed_s;
   CHECK(shared.predict(v, both).total() - fixed == Approx(2 * (alone_both - fixed)));
 }
+
+TEST_CASE("parameter servers on one host share its link", "[plan]") {
+  // 2 hosts x 2 ranks; a dense 4 MiB variable in 2 or 4 shards: either way each host serves
+  // half of it, and its link carries that half from the other host's two workers. Four
+  // servers cut no link time; what the link's rate adds is its bytes, twice (push, reply).
+  const std::vector<variable_profile> v = {dense("fc.weight", 1024, 1024)};
+  const double bytes = v[0].bytes();
+  const link_class slow{20e-6, 1e8}, fast{20e-6, 1e10};
+  for (const std::string s : {"PS<2>,Partition<0>", "PS<4>,Partition<0>"}) {
+    const std::vector<std::string> strategies{s};
+    const auto step = [&](link_class across) { return cost_model(synthetic(), {4, 2}, across).predict(v, strategies).total(); };
+    const double link_time = step(slow) - step(fast);
+    INFO(s);
+    CHECK(link_time == Approx(2 * bytes * (1 / slow.bytes_per_s - 1 / fast.bytes_per_s)));
+  }
+  // On one host no byte crosses a link.
+  const std::vector<std::string> four{"PS<4>,Partition<0>"};
+  CHECK(cost_model(synthetic(), {4, 4}, slow).predict(v, four).total() ==
+        Approx(cost_model(synthetic(), {4, 4}, fast).predict(v, four).total()));
+}

@@ -24,10 +24,11 @@
 //   a step costs the calibration's fixed cost once, and each server, per step, its shards'
 //   requests and bytes from every worker, at the per-worker rates of the calibration's
 //   one-server measurement (dense: per shard and per byte), slowed by how busy the other
-//   servers are (they share the cores with the workers: the calibrated sharing slowdown),
-//   plus its remote workers' bytes over the cross-host link; the step waits for the
-//   busiest server; sparse rows cost per row (sorting, combining) and their bytes along the
-//   measured curve;
+//   servers are (they share the cores with the workers: the calibrated sharing slowdown);
+//   the step waits for the busiest server, then for the busiest link between hosts, both
+//   ways (push, then reply), which carries the bytes between every server on its host and
+//   the other hosts' workers (servers on one host share its link); sparse rows cost per row
+//   (sorting, combining) and their bytes along the measured curve;
 // - replicated SparseRows tables all-gather every rank's touched rows (per row, and bytes
 //   along the curve).
 // Parts add: the training thread waits for its synchronizers one after another.
@@ -237,53 +238,63 @@ class cost_model {
 
   // Each shard on its server, as the executor places them; per server, every worker's
   // requests and bytes for the shards it hosts (dense bytes at the measured curve's rate for
-  // the server's whole load); the busiest server sets the time.
+  // the server's whole load); the busiest server sets the time. Then the links between hosts:
+  // every worker pushes to every server and the replies cross back after, so while workers
+  // push, a host's link carries in its servers' bytes from the other hosts' workers and out
+  // its workers' bytes to the other hosts' servers (replies: the same, reversed). Servers on
+  // one host share its link; the busiest direction of any link sets each crossing's time.
   double parameter_server_seconds(std::span<const variable_profile> variables,
                                   std::span<const strategy_descriptor> strategies) const {
     const int p = target_.ranks, p0 = c_.measured_on.ranks;
     const auto servers = static_cast<std::size_t>(p);
-    std::vector<double> shards(servers, 0.0), dense_bytes(servers, 0.0), sparse_rows(servers, 0.0), sparse_bytes(servers, 0.0),
-        remote(servers, 0.0);
+    std::vector<double> shards(servers, 0.0), dense_bytes(servers, 0.0), sparse_rows(servers, 0.0), sparse_bytes(servers, 0.0);
     double fixed = 0.0;  // once per step: the slowest family's
     const double workers = static_cast<double>(p) / p0;  // the one-server lines hold p0 workers' share
-    const int remote_workers = p - target_.ranks_on_a_host();
     const std::vector<int> hosts = target_.host_of_each_rank();
     sync::ps::server_placement placement(p, options_.servers, hosts);
+    std::vector<double> ranks_on(static_cast<std::size_t>(target_.hosts()), 0.0);
+    for (int h : hosts) ranks_on[static_cast<std::size_t>(h)] += 1.0;
+    std::vector<double> pushed_in(ranks_on.size(), 0.0), pushed_out(ranks_on.size(), 0.0);  // bytes per host's link
     for (std::size_t i = 0; i < variables.size(); ++i) {
       const strategy_descriptor& s = strategies[i];
       if (s.placement != placement_kind::ps) continue;
       const variable_profile& v = variables[i];
       const int parts = s.partitioned() ? s.ps_shards : 1;
       for (const sync::part_layout& part : sync::partition_layout(v.shape, v.elements(), s.partition_axis, parts)) {
-        const std::size_t host = placement.place(part.elements() * sizeof(float));
+        const std::size_t server = placement.place(part.elements() * sizeof(float));
         const double share = static_cast<double>(part.elements()) / static_cast<double>(std::max<std::size_t>(v.elements(), 1));
-        const double bytes = v.touched_bytes() * share;
+        const double bytes = v.touched_bytes() * share;  // one worker's, each way
         if (v.sparse) {
           fixed = std::max(fixed, c_.sparse_parameter_server.fixed_s);
-          sparse_rows[host] += v.touched_rows() * share;
-          sparse_bytes[host] += bytes;
+          sparse_rows[server] += v.touched_rows() * share;
+          sparse_bytes[server] += bytes;
         } else {
           fixed = std::max(fixed, c_.parameter_server.fixed_s);
-          shards[host] += 1.0;
-          dense_bytes[host] += bytes;
+          shards[server] += 1.0;
+          dense_bytes[server] += bytes;
         }
-        remote[host] += target_.hosts() > 1 ? 2.0 * remote_workers * bytes * across_.seconds_per_byte() : 0.0;
+        const auto server_host = static_cast<std::size_t>(hosts[server]);
+        for (std::size_t h = 0; h < ranks_on.size(); ++h) {
+          if (h == server_host) pushed_in[h] += (p - ranks_on[h]) * bytes;
+          else pushed_out[h] += ranks_on[h] * bytes;
+        }
       }
     }
     // Each server's work as if it were the only one busy, then slowed by how busy the others are.
     std::vector<double> dense(servers), sparse(servers), load(servers);
-    for (std::size_t h = 0; h < servers; ++h) {
+    for (std::size_t r = 0; r < servers; ++r) {
       const line &d = c_.parameter_server, &s = c_.sparse_parameter_server;
-      dense[h] = workers * (d.per_row_s * shards[h] + per_byte_at(d, dense_bytes[h]) * dense_bytes[h]);
-      sparse[h] = workers * (s.per_row_s * sparse_rows[h] + per_byte_at(s, sparse_bytes[h]) * sparse_bytes[h]);
-      load[h] = dense[h] + sparse[h];
+      dense[r] = workers * (d.per_row_s * shards[r] + per_byte_at(d, dense_bytes[r]) * dense_bytes[r]);
+      sparse[r] = workers * (s.per_row_s * sparse_rows[r] + per_byte_at(s, sparse_bytes[r]) * sparse_bytes[r]);
+      load[r] = dense[r] + sparse[r];
     }
     const double others = other_servers_busy(load);
     double busiest = 0.0;
-    for (std::size_t h = 0; h < servers; ++h)
-      busiest = std::max(busiest, dense[h] * (1 + c_.parameter_server_sharing * others) +
-                                      sparse[h] * (1 + c_.sparse_parameter_server_sharing * others) + remote[h]);
-    return fixed + busiest;
+    for (std::size_t r = 0; r < servers; ++r)
+      busiest = std::max(busiest, dense[r] * (1 + c_.parameter_server_sharing * others) +
+                                      sparse[r] * (1 + c_.sparse_parameter_server_sharing * others));
+    const double busiest_link = std::max(std::ranges::max(pushed_in), std::ranges::max(pushed_out));
+    return fixed + busiest + 2.0 * busiest_link * across_.seconds_per_byte();
   }
 
   calibration c_;
