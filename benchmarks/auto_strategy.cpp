@@ -4,6 +4,7 @@
 // and measures each plan's step through the executor, interleaved (medians).
 //
 //   mpirun -np 2 ./auto_strategy          # or -np 4
+//   mpirun -np 2 ./auto_strategy --calibration cal.json --predict-only   # plans and predictions alone
 //
 // Workloads: ResNet-50's gradients (161 dense tensors); the CTR example's Wide&Deep (two
 // 2^20-row tables with 0.6% of rows touched per rank, and its MLP); a transformer with a
@@ -35,6 +36,7 @@
 #include "measure.hpp"
 #include "model_shapes.hpp"
 #include "../examples/common/cli.hpp"
+#include "../examples/common/rank_main.hpp"
 
 namespace {
 
@@ -267,6 +269,8 @@ int main(int argc, char** argv) {
   std::vector<int> scale = {8, 64, 256, 1024};
   int ranks_per_host = 8;
   double across_gbit = 10.0, across_latency_us = 20.0;
+  std::string calibration_file;
+  bool predict_only = false;
   CLI::App app{"Automatic strategies vs AutoDist's builders: predicted and measured steps of three workloads"};
   app.add_flag("--quick", quick, "one round of the CTR workload, a quick calibration (smoke test)");
   examples::number(app, "--rounds", rounds, 1, 1000, "interleaved rounds (medians are taken over them)");
@@ -279,113 +283,122 @@ int main(int argc, char** argv) {
   examples::number(app, "--ranks-per-host", ranks_per_host, 1, 1024, "ranks per host of the predicted clusters");
   examples::number(app, "--across-gbit", across_gbit, 0.001, 1e4, "link between the predicted clusters' hosts, Gbit/s");
   examples::number(app, "--across-latency-us", across_latency_us, 0.0, 1e6, "its latency, microseconds");
-  if (const auto status = examples::parse(app, argc, argv, "auto_strategy", ctx.rank())) return *status;
-  if (quick) {  // the smallest workload, once: the smoke test of the whole path
-    rounds = 1;
-    if (only.empty()) only = {"ctr"};
-    scale = {8};
-  }
-
-  plan::calibrate_options calibrating;
-  if (quick) calibrating.repeats = 3;
-  if (ctx.rank() == 0) fmt::print("calibrating {} ranks ...\n", ctx.size());
-  const plan::calibration calibration = plan::calibrate(ctx, calibrating);
-  if (ctx.rank() == 0) fmt::print("{}", plan::describe(calibration));
-  const plan::cluster job{ctx.size(), ctx.local_size()};
-  const plan::cost_model cost(calibration, job);
-
-  std::vector<workload> workloads = {resnet50(), ctr(512 * 12), transformer(8192)};
-  if (!only.empty()) std::erase_if(workloads, [&](const workload& w) { return std::ranges::find(only, w.name) == only.end(); });
-  std::vector<std::string> summary;
-  for (const workload& w : workloads) {
-    std::vector<named_plan> plans = builder_plans(w);
-    const plan::strategy_plan chosen = plan::auto_strategy(w.variables, cost, {.compression = {"FP16"}});
-    plans.push_back({"auto", chosen.strategies});
-    // The trial runs' other candidates: the best uniform plans, unless a plan above has them.
-    const std::vector<plan::scored_plan> tried = plan::trial_candidates(chosen, trials);
-    std::vector<std::size_t> trial_index = {plans.size() - 1};
-    for (std::size_t t = 1; t < tried.size(); ++t) {
-      const auto same = std::ranges::find(plans, tried[t].strategies, &named_plan::strategies);
-      trial_index.push_back(static_cast<std::size_t>(same - plans.begin()));
-      if (same == plans.end()) plans.push_back({"uniform " + tried[t].name, tried[t].strategies});
+  app.add_option("--calibration", calibration_file,
+                 "plan and predict with this calibration (strata-calibrate --output) instead of calibrating first");
+  app.add_flag("--predict-only", predict_only,
+               "print the plans and their predictions, here and at scale; measure nothing");
+  return examples::parse_and_run(ctx, app, argc, argv, "auto_strategy", [&] {
+    if (quick) {  // the smallest workload, once: the smoke test of the whole path
+      rounds = 1;
+      if (only.empty()) only = {"ctr"};
+      scale = {8};
     }
-    if (ctx.rank() == 0) fmt::print("\n{}: the automatic plan\n{}", w.name, plan::describe(chosen, w.variables));
 
-    buffers data(w, ctx.rank());
-    std::vector<trained_plan> trained(plans.size());
-    for (std::size_t k = 0; k < plans.size(); ++k) {
-      trained[k].name = plans[k].name;
-      trained[k].strategies = plans[k].strategies;
-      // The model places shards as the plan's builder asks.
-      const plan::cost_model placed(calibration, job, {}, {.servers = plans[k].servers});
-      trained[k].predicted_s = placed.predict(w.variables, trained[k].strategies).total();
-    }
-    // Each plan's executor lives only while it is measured: the median of `steps` steps after
-    // two, or of as many as take about 20 ms where steps are short (a 1 ms step's median of 3
-    // moves with every hiccup of the machine; the count comes from the prediction, not the
-    // measurement, so it favours no plan).
-    auto measure = [&](std::size_t k, int steps) {
-      steps = std::max(steps, static_cast<int>(std::min(25.0, 20e-3 / std::max(trained[k].predicted_s, 1e-4))));
-      trained[k].start(ctx, w, data, plans[k].servers);
-      const double seconds = plan::slowest_rank_median(ctx.control(), steps, [&] { trained[k].step(); });
-      trained[k].stop();
-      return seconds;
-    };
-    // Trial runs: a few steps of each candidate; the fastest is what `--strategy auto --trials K` keeps.
-    std::size_t picked = trial_index.front();
-    double picked_s = INFINITY;
-    for (const std::size_t k : trial_index)
-      if (const double s = measure(k, 3); s < picked_s) picked_s = s, picked = k;
-    // Interleaved: A B C ... A B C ..., the median of each plan's rounds.
-    std::vector<std::vector<double>> seconds(plans.size());
-    for (int round = 0; round < rounds; ++round)
-      for (std::size_t k = 0; k < plans.size(); ++k) seconds[k].push_back(measure(k, 3));
+    plan::calibrate_options calibrating;
+    if (quick) calibrating.repeats = 3;
+    if (ctx.rank() == 0 && calibration_file.empty()) fmt::print("calibrating {} ranks ...\n", ctx.size());
+    const plan::calibration calibration = plan::load_or_calibrate(ctx, calibration_file, calibrating);
+    if (ctx.rank() == 0) fmt::print("{}", plan::describe(calibration));
+    const plan::cluster job{ctx.size(), ctx.local_size()};
+    const plan::cost_model cost(calibration, job);
 
-    std::vector<double> measured, predicted, errors;
-    for (std::size_t k = 0; k < plans.size(); ++k) {
-      measured.push_back(bench::median(seconds[k]));
-      predicted.push_back(trained[k].predicted_s);
-      errors.push_back(std::abs(predicted.back() - measured.back()) / measured.back());
-    }
-    constexpr std::size_t builders = 8;
-    const double best = *std::ranges::min_element(measured.begin(), measured.begin() + builders);
-    const double worst = *std::ranges::max_element(measured.begin(), measured.begin() + builders);
-    const double median_error = bench::median(errors), rho = spearman(predicted, measured);
-    if (ctx.rank() == 0) {
-      fmt::print("{}: {} ranks, medians of {} rounds (each the median of 3 steps, or of about 20 ms of steps)\n", w.name,
-                 ctx.size(), rounds);
-      fmt::print("  {:<30} {:>12} {:>12} {:>8}\n", "plan", "measured ms", "predicted ms", "error");
-      for (std::size_t k = 0; k < plans.size(); ++k)
-        fmt::print("  {:<30} {:12.3f} {:12.3f} {:7.0f}%\n", plans[k].name, 1e3 * measured[k], 1e3 * predicted[k],
-                   100 * errors[k]);
-    }
-    const double automatic = measured[builders];
-    if (ctx.rank() == 0)
-      fmt::print("  trials: {} plans timed, kept {} ({:.3f} ms)\n", trial_index.size(), plans[picked].name, 1e3 * measured[picked]);
-    summary.push_back(fmt::format("auto_over_best_{0}={1:.3f} auto_over_worst_{0}={2:.3f} trials_over_best_{0}={3:.3f} "
-                                  "median_error_{0}={4:.3f} spearman_{0}={5:.2f}",
-                                  w.name, automatic / best, automatic / worst, measured[picked] / best, median_error, rho));
-  }
-  if (ctx.rank() == 0) {
-    // Beyond this machine: the same calibration carried to larger clusters of hosts.
-    const plan::link_class across{across_latency_us * 1e-6, across_gbit * 1e9 / 8};
-    fmt::print("\npredicted at scale: {} ranks per host, hosts linked at {} Gbit/s, {} us; the automatic plan's step "
-               "and, for comparison, the best and worst builder's (ms)\n",
-               ranks_per_host, across_gbit, across_latency_us);
-    for (const workload& w : workloads)
-      for (const int ranks : scale) {
-        const plan::cost_model at(calibration, {ranks, ranks_per_host}, across);
-        const plan::strategy_plan chosen = plan::auto_strategy(w.variables, at);
-        std::vector<double> builders;
-        for (const named_plan& b : builder_plans(w)) {
-          const plan::cost_model placed(calibration, {ranks, ranks_per_host}, across, {.servers = b.servers});
-          builders.push_back(placed.predict(w.variables, b.strategies).total());
-        }
-        fmt::print("  {:<12} {:>5} ranks  auto {:9.2f}  best builder {:9.2f}  worst {:9.2f}  {}\n", w.name, ranks,
-                   1e3 * chosen.predicted.total(), 1e3 * std::ranges::min(builders), 1e3 * std::ranges::max(builders),
-                   strategy_mix(chosen.strategies));
+    std::vector<workload> workloads = {resnet50(), ctr(512 * 12), transformer(8192)};
+    if (!only.empty())
+      std::erase_if(workloads, [&](const workload& w) { return std::ranges::find(only, w.name) == only.end(); });
+    std::vector<std::string> summary;
+    for (const workload& w : workloads) {
+      std::vector<named_plan> plans = builder_plans(w);
+      const plan::strategy_plan chosen = plan::auto_strategy(w.variables, cost, {.compression = {"FP16"}});
+      plans.push_back({"auto", chosen.strategies});
+      // The trial runs' other candidates: the best uniform plans, unless a plan above has them.
+      const std::vector<plan::scored_plan> tried = plan::trial_candidates(chosen, trials);
+      std::vector<std::size_t> trial_index = {plans.size() - 1};
+      for (std::size_t t = 1; t < tried.size(); ++t) {
+        const auto same = std::ranges::find(plans, tried[t].strategies, &named_plan::strategies);
+        trial_index.push_back(static_cast<std::size_t>(same - plans.begin()));
+        if (same == plans.end()) plans.push_back({"uniform " + tried[t].name, tried[t].strategies});
       }
-    fmt::print("summary: ranks={} rounds={} {}\n", ctx.size(), rounds, fmt::join(summary, " "));
-  }
-  return 0;
+      if (ctx.rank() == 0) fmt::print("\n{}: the automatic plan\n{}", w.name, plan::describe(chosen, w.variables));
+      if (predict_only) continue;
+
+      buffers data(w, ctx.rank());
+      std::vector<trained_plan> trained(plans.size());
+      for (std::size_t k = 0; k < plans.size(); ++k) {
+        trained[k].name = plans[k].name;
+        trained[k].strategies = plans[k].strategies;
+        // The model places shards as the plan's builder asks.
+        const plan::cost_model placed(calibration, job, {}, {.servers = plans[k].servers});
+        trained[k].predicted_s = placed.predict(w.variables, trained[k].strategies).total();
+      }
+      // Each plan's executor lives only while it is measured: the median of `steps` steps after
+      // two, or of as many as take about 20 ms where steps are short (a 1 ms step's median of 3
+      // moves with every hiccup of the machine; the count comes from the prediction, not the
+      // measurement, so it favours no plan).
+      auto measure = [&](std::size_t k, int steps) {
+        steps = std::max(steps, static_cast<int>(std::min(25.0, 20e-3 / std::max(trained[k].predicted_s, 1e-4))));
+        trained[k].start(ctx, w, data, plans[k].servers);
+        const double seconds = plan::slowest_rank_median(ctx.control(), steps, [&] { trained[k].step(); });
+        trained[k].stop();
+        return seconds;
+      };
+      // Trial runs: a few steps of each candidate; the fastest is what `--strategy auto --trials K` keeps.
+      std::size_t picked = trial_index.front();
+      double picked_s = INFINITY;
+      for (const std::size_t k : trial_index)
+        if (const double s = measure(k, 3); s < picked_s) picked_s = s, picked = k;
+      // Interleaved: A B C ... A B C ..., the median of each plan's rounds.
+      std::vector<std::vector<double>> seconds(plans.size());
+      for (int round = 0; round < rounds; ++round)
+        for (std::size_t k = 0; k < plans.size(); ++k) seconds[k].push_back(measure(k, 3));
+
+      std::vector<double> measured, predicted, errors;
+      for (std::size_t k = 0; k < plans.size(); ++k) {
+        measured.push_back(bench::median(seconds[k]));
+        predicted.push_back(trained[k].predicted_s);
+        errors.push_back(std::abs(predicted.back() - measured.back()) / measured.back());
+      }
+      constexpr std::size_t builders = 8;
+      const double best = *std::ranges::min_element(measured.begin(), measured.begin() + builders);
+      const double worst = *std::ranges::max_element(measured.begin(), measured.begin() + builders);
+      const double median_error = bench::median(errors), rho = spearman(predicted, measured);
+      if (ctx.rank() == 0) {
+        fmt::print("{}: {} ranks, medians of {} rounds (each the median of 3 steps, or of about 20 ms of steps)\n",
+                   w.name, ctx.size(), rounds);
+        fmt::print("  {:<30} {:>12} {:>12} {:>8}\n", "plan", "measured ms", "predicted ms", "error");
+        for (std::size_t k = 0; k < plans.size(); ++k)
+          fmt::print("  {:<30} {:12.3f} {:12.3f} {:7.0f}%\n", plans[k].name, 1e3 * measured[k], 1e3 * predicted[k],
+                     100 * errors[k]);
+      }
+      const double automatic = measured[builders];
+      if (ctx.rank() == 0)
+        fmt::print("  trials: {} plans timed, kept {} ({:.3f} ms)\n", trial_index.size(), plans[picked].name,
+                   1e3 * measured[picked]);
+      summary.push_back(fmt::format("auto_over_best_{0}={1:.3f} auto_over_worst_{0}={2:.3f} "
+                                    "trials_over_best_{0}={3:.3f} median_error_{0}={4:.3f} spearman_{0}={5:.2f}",
+                                    w.name, automatic / best, automatic / worst, measured[picked] / best,
+                                    median_error, rho));
+    }
+    if (ctx.rank() == 0) {
+      // Beyond this machine: the same calibration carried to larger clusters of hosts.
+      const plan::link_class across{across_latency_us * 1e-6, across_gbit * 1e9 / 8};
+      fmt::print("\npredicted at scale: {} ranks per host, hosts linked at {} Gbit/s, {} us; the automatic plan's step "
+                 "and, for comparison, the best and worst builder's (ms)\n",
+                 ranks_per_host, across_gbit, across_latency_us);
+      for (const workload& w : workloads)
+        for (const int ranks : scale) {
+          const plan::cost_model at(calibration, {ranks, ranks_per_host}, across);
+          const plan::strategy_plan chosen = plan::auto_strategy(w.variables, at);
+          std::vector<double> builders;
+          for (const named_plan& b : builder_plans(w)) {
+            const plan::cost_model placed(calibration, {ranks, ranks_per_host}, across, {.servers = b.servers});
+            builders.push_back(placed.predict(w.variables, b.strategies).total());
+          }
+          fmt::print("  {:<12} {:>5} ranks  auto {:9.2f}  best builder {:9.2f}  worst {:9.2f}  {}\n", w.name, ranks,
+                     1e3 * chosen.predicted.total(), 1e3 * std::ranges::min(builders), 1e3 * std::ranges::max(builders),
+                     strategy_mix(chosen.strategies));
+        }
+      if (!predict_only) fmt::print("summary: ranks={} rounds={} {}\n", ctx.size(), rounds, fmt::join(summary, " "));
+    }
+    return 0;
+  });
 }
