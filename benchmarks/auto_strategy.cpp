@@ -319,16 +319,26 @@ int main(int argc, char** argv) {
         if (same == plans.end()) plans.push_back({"uniform " + tried[t].name, tried[t].strategies});
       }
       if (ctx.rank() == 0) fmt::print("\n{}: the automatic plan\n{}", w.name, plan::describe(chosen, w.variables));
-      if (predict_only) continue;
+      // The model places shards as each plan's builder asks.
+      std::vector<double> predicted_s;
+      for (const named_plan& p : plans)
+        predicted_s.push_back(
+            plan::cost_model(calibration, job, {}, {.servers = p.servers}).predict(w.variables, p.strategies).total());
+      if (predict_only) {
+        if (ctx.rank() == 0) {
+          fmt::print("{}: {} ranks, predicted\n  {:<30} {:>12}\n", w.name, ctx.size(), "plan", "predicted ms");
+          for (std::size_t k = 0; k < plans.size(); ++k)
+            fmt::print("  {:<30} {:12.3f}\n", plans[k].name, 1e3 * predicted_s[k]);
+        }
+        continue;
+      }
 
       buffers data(w, ctx.rank());
       std::vector<trained_plan> trained(plans.size());
       for (std::size_t k = 0; k < plans.size(); ++k) {
         trained[k].name = plans[k].name;
         trained[k].strategies = plans[k].strategies;
-        // The model places shards as the plan's builder asks.
-        const plan::cost_model placed(calibration, job, {}, {.servers = plans[k].servers});
-        trained[k].predicted_s = placed.predict(w.variables, trained[k].strategies).total();
+        trained[k].predicted_s = predicted_s[k];
       }
       // Each plan's executor lives only while it is measured: the median of `steps` steps after
       // two, or of as many as take about 20 ms where steps are short (a 1 ms step's median of 3
