@@ -303,3 +303,26 @@ TEST_CASE("parameter servers on one host share its link", "[plan]") {
   CHECK(cost_model(synthetic(), {4, 4}, slow).predict(v, four).total() ==
         Approx(cost_model(synthetic(), {4, 4}, fast).predict(v, four).total()));
 }
+
+TEST_CASE("a calibration taken across hosts is not charged its link twice", "[plan]") {
+  // Measured on 2 hosts x 2 ranks: the one-server line's bytes hold the two remote workers'
+  // bytes on the link, in and back; the all-gather's the remote ranks' rows, once.
+  calibration c = synthetic();
+  c.measured_on = {4, 2};
+  c.ranks_per_host = {2, 2};
+  c.across_hosts = {20e-6, 1e8};
+  const double link = 1 / c.across_hosts.bytes_per_s;
+  c.parameter_server = {50e-6, 1 / 2.5e9 + 2 * 2 * link};
+  c.sparse_allgather = {20e-6, 1 / beta + 2 * link};
+  const cost_model model(c, c.measured_on);
+  // Where it was calibrated, the model predicts what was measured.
+  const std::vector<variable_profile> one = {dense("w", 1024, 256)};
+  CHECK(model.predict(one, std::vector<std::string>{"PS<1>"}).total() == Approx(c.parameter_server(one[0].bytes(), 1)));
+  const std::vector<variable_profile> rows = {table(0.01)};
+  CHECK(model.predict(rows, std::vector<std::string>{"Replicate,SparseRows"}).total() ==
+        Approx(c.sparse_allgather(rows[0].touched_bytes())));
+  // On one host of 4 ranks the same calibration predicts the servers' work alone.
+  const cost_model one_host(c, {4, 4});
+  CHECK(one_host.predict(one, std::vector<std::string>{"PS<1>"}).total() ==
+        Approx(c.parameter_server.fixed_s + one[0].bytes() / 2.5e9 + c.parameter_server.per_row_s));
+}

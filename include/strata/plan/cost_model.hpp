@@ -30,7 +30,10 @@
 //   the other hosts' workers (servers on one host share its link); sparse rows cost per row
 //   (sorting, combining) and their bytes along the measured curve;
 // - replicated SparseRows tables all-gather every rank's touched rows (per row, and bytes
-//   along the curve).
+//   along the curve), and the remote ranks' rows cross the link between hosts;
+// - a calibration taken on several hosts measured the servers and the all-gather with
+//   ranks on other hosts: its lines hold their bytes' time on the link, which is taken out
+//   of them before the target's links are added.
 // Parts add: the training thread waits for its synchronizers one after another.
 #include <algorithm>
 #include <cmath>
@@ -233,7 +236,17 @@ class cost_model {
     const double others = static_cast<double>(p - 1) / (p0 - 1);  // every other rank's rows come in
     const double bytes = v.touched_bytes();
     const double remote = target_.hosts() > 1 ? (p - target_.ranks_on_a_host()) * bytes * across_.seconds_per_byte() : 0.0;
-    return others * c_.sparse_allgather.sparse_at(bytes, v.touched_rows()) + remote;
+    const line& l = c_.sparse_allgather;
+    const double gathered = std::max(0.0, l.at(bytes) - calibrated_remote_seconds_per_byte() * bytes);
+    return others * (l.per_row_s * v.touched_rows() + gathered) + remote;
+  }
+
+  // What a calibration taken on several hosts spent on the link between them per byte that
+  // each of its ranks on other hosts than rank 0's sent across once. Its measurements hold
+  // that time, which the model takes out where it adds the links of the target's layout.
+  double calibrated_remote_seconds_per_byte() const {
+    const cluster& at = c_.measured_on;
+    return at.hosts() > 1 ? (at.ranks - at.ranks_on_a_host()) * c_.across_hosts.seconds_per_byte() : 0.0;
   }
 
   // Each shard on its server, as the executor places them; per server, every worker's
@@ -280,12 +293,15 @@ class cost_model {
         }
       }
     }
-    // Each server's work as if it were the only one busy, then slowed by how busy the others are.
+    // Each server's work as if it were the only one busy, then slowed by how busy the others are;
+    // without the link time a calibration across hosts holds (the bytes go in and come back).
+    const double calibrated_link = 2.0 * calibrated_remote_seconds_per_byte();
+    const auto work = [&](const line& l, double bytes) { return std::max(0.0, per_byte_at(l, bytes) - calibrated_link) * bytes; };
     std::vector<double> dense(servers), sparse(servers), load(servers);
     for (std::size_t r = 0; r < servers; ++r) {
       const line &d = c_.parameter_server, &s = c_.sparse_parameter_server;
-      dense[r] = workers * (d.per_row_s * shards[r] + per_byte_at(d, dense_bytes[r]) * dense_bytes[r]);
-      sparse[r] = workers * (s.per_row_s * sparse_rows[r] + per_byte_at(s, sparse_bytes[r]) * sparse_bytes[r]);
+      dense[r] = workers * (d.per_row_s * shards[r] + work(d, dense_bytes[r]));
+      sparse[r] = workers * (s.per_row_s * sparse_rows[r] + work(s, sparse_bytes[r]));
       load[r] = dense[r] + sparse[r];
     }
     const double others = other_servers_busy(load);
