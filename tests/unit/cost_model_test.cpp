@@ -312,8 +312,8 @@ TEST_CASE("a calibration taken across hosts is not charged its link twice", "[pl
   c.ranks_per_host = {2, 2};
   c.across_hosts = {20e-6, 1e8};
   const double link = 1 / c.across_hosts.bytes_per_s;
-  c.parameter_server = {50e-6, 1 / 2.5e9 + 2 * 2 * link};
-  c.sparse_allgather = {20e-6, 1 / beta + 2 * link};
+  c.parameter_server = {50e-6, 1 / 1e9 + 2 * 2 * link};  // above 4 ranks' bytes moved once within a host
+  c.sparse_allgather = {20e-6, 4 / beta + 2 * link};  // above 3 ranks' rows moved once within a host
   const cost_model model(c, c.measured_on);
   // Where it was calibrated, the model predicts what was measured.
   const std::vector<variable_profile> one = {dense("w", 1024, 256)};
@@ -324,5 +324,10 @@ TEST_CASE("a calibration taken across hosts is not charged its link twice", "[pl
   // On one host of 4 ranks the same calibration predicts the servers' work alone.
   const cost_model one_host(c, {4, 4});
   CHECK(one_host.predict(one, std::vector<std::string>{"PS<1>"}).total() ==
-        Approx(c.parameter_server.fixed_s + one[0].bytes() / 2.5e9 + c.parameter_server.per_row_s));
+        Approx(c.parameter_server.fixed_s + one[0].bytes() / 1e9 + c.parameter_server.per_row_s));
+  // Where the link hid the servers' work, they cost at least their workers' bytes moved once
+  // within a host, not nothing.
+  c.parameter_server = {50e-6, 2 * 2 * link};
+  CHECK(cost_model(c, {4, 4}).predict(one, std::vector<std::string>{"PS<1>"}).total() ==
+        Approx(c.parameter_server.fixed_s + 4 * one[0].bytes() / beta));
 }

@@ -237,13 +237,16 @@ class cost_model {
     const double bytes = v.touched_bytes();
     const double remote = target_.hosts() > 1 ? (p - target_.ranks_on_a_host()) * bytes * across_.seconds_per_byte() : 0.0;
     const line& l = c_.sparse_allgather;
-    const double gathered = std::max(0.0, l.at(bytes) - calibrated_remote_seconds_per_byte() * bytes);
+    const double gathered = std::max(l.at(bytes) - calibrated_remote_seconds_per_byte() * bytes,
+                                     (p0 - 1) * bytes * c_.within_host.seconds_per_byte());
     return others * (l.per_row_s * v.touched_rows() + gathered) + remote;
   }
 
   // What a calibration taken on several hosts spent on the link between them per byte that
   // each of its ranks on other hosts than rank 0's sent across once. Its measurements hold
-  // that time, which the model takes out where it adds the links of the target's layout.
+  // that time, which the model takes out where it adds the links of the target's layout;
+  // what is left is never less than moving each rank's bytes once within a host (where the
+  // link hid the servers' work, overlapping more than the model's crossings, one by one).
   double calibrated_remote_seconds_per_byte() const {
     const cluster& at = c_.measured_on;
     return at.hosts() > 1 ? (at.ranks - at.ranks_on_a_host()) * c_.across_hosts.seconds_per_byte() : 0.0;
@@ -296,7 +299,9 @@ class cost_model {
     // Each server's work as if it were the only one busy, then slowed by how busy the others are;
     // without the link time a calibration across hosts holds (the bytes go in and come back).
     const double calibrated_link = 2.0 * calibrated_remote_seconds_per_byte();
-    const auto work = [&](const line& l, double bytes) { return std::max(0.0, per_byte_at(l, bytes) - calibrated_link) * bytes; };
+    const auto work = [&](const line& l, double bytes) {
+      return std::max(per_byte_at(l, bytes) - calibrated_link, p0 * c_.within_host.seconds_per_byte()) * bytes;
+    };
     std::vector<double> dense(servers), sparse(servers), load(servers);
     for (std::size_t r = 0; r < servers; ++r) {
       const line &d = c_.parameter_server, &s = c_.sparse_parameter_server;
