@@ -293,7 +293,9 @@ TEST_CASE("parameter servers on one host share its link", "[plan]") {
   const link_class slow{20e-6, 1e8}, fast{20e-6, 1e10};
   for (const std::string s : {"PS<2>,Partition<0>", "PS<4>,Partition<0>"}) {
     const std::vector<std::string> strategies{s};
-    const auto step = [&](link_class across) { return cost_model(synthetic(), {4, 2}, across).predict(v, strategies).total(); };
+    const auto step = [&](link_class across) {
+      return cost_model(synthetic(), {4, 2}, across).predict(v, strategies).total();
+    };
     const double link_time = step(slow) - step(fast);
     INFO(s);
     CHECK(link_time == Approx(2 * bytes * (1 / slow.bytes_per_s - 1 / fast.bytes_per_s)));
@@ -312,22 +314,30 @@ TEST_CASE("a calibration taken across hosts is not charged its link twice", "[pl
   c.ranks_per_host = {2, 2};
   c.across_hosts = {20e-6, 1e8};
   const double link = 1 / c.across_hosts.bytes_per_s;
-  c.parameter_server = {50e-6, 1 / 1e9 + 2 * 2 * link};  // above 4 ranks' bytes moved once within a host
-  c.sparse_allgather = {20e-6, 4 / beta + 2 * link};  // above 3 ranks' rows moved once within a host
-  const cost_model model(c, c.measured_on);
+  c.parameter_server = {50e-6, 1 / 1e9 + 2 * 2 * link, 3e-6};  // above 4 ranks' bytes moved once within a host
+  c.sparse_allgather = {20e-6, 4 / beta + 2 * link, 0.5e-6};   // above 3 ranks' rows moved once within a host
+  const std::vector<variable_profile> one = {dense("w", 1024, 256)}, rows = {table(0.01)};
+  const std::vector<std::string> server{"PS<1>"}, gather{"Replicate,SparseRows"};
+  const double bytes = one[0].bytes(), touched = rows[0].touched_bytes(), touched_rows = rows[0].touched_rows();
   // Where it was calibrated, the model predicts what was measured.
-  const std::vector<variable_profile> one = {dense("w", 1024, 256)};
-  CHECK(model.predict(one, std::vector<std::string>{"PS<1>"}).total() == Approx(c.parameter_server(one[0].bytes(), 1)));
-  const std::vector<variable_profile> rows = {table(0.01)};
-  CHECK(model.predict(rows, std::vector<std::string>{"Replicate,SparseRows"}).total() ==
-        Approx(c.sparse_allgather(rows[0].touched_bytes())));
-  // On one host of 4 ranks the same calibration predicts the servers' work alone.
+  const cost_model model(c, c.measured_on);
+  CHECK(model.predict(one, server).total() == Approx(c.parameter_server(bytes, 1)));
+  CHECK(model.predict(rows, gather).total() == Approx(c.sparse_allgather(touched, touched_rows)));
+  // On one host of 4 ranks the same calibration predicts the work alone.
   const cost_model one_host(c, {4, 4});
-  CHECK(one_host.predict(one, std::vector<std::string>{"PS<1>"}).total() ==
-        Approx(c.parameter_server.fixed_s + one[0].bytes() / 1e9 + c.parameter_server.per_row_s));
-  // Where the link hid the servers' work, they cost at least their workers' bytes moved once
-  // within a host, not nothing.
-  c.parameter_server = {50e-6, 2 * 2 * link};
-  CHECK(cost_model(c, {4, 4}).predict(one, std::vector<std::string>{"PS<1>"}).total() ==
-        Approx(c.parameter_server.fixed_s + 4 * one[0].bytes() / beta));
+  CHECK(one_host.predict(one, server).total() == Approx(c.parameter_server.fixed_s + bytes / 1e9 + 3e-6));
+  CHECK(one_host.predict(rows, gather).total() == Approx(20e-6 + touched * 4 / beta + 0.5e-6 * touched_rows));
+  // Where the link hid the work, it costs at least the ranks' bytes moved once within a host.
+  c.parameter_server = {50e-6, 2 * 2 * link, 3e-6};
+  c.sparse_allgather = {20e-6, 2 * link, 0.5e-6};
+  CHECK(cost_model(c, {4, 4}).predict(one, server).total() == Approx(50e-6 + 4 * bytes / beta + 3e-6));
+  CHECK(cost_model(c, {4, 4}).predict(rows, gather).total() ==
+        Approx(20e-6 + 3 * touched / beta + 0.5e-6 * touched_rows));
+  // With one rank per host nothing was measured within a host: the calibrated cluster is
+  // still predicted as measured, however little the link left.
+  c.measured_on = {2, 1};
+  c.ranks_per_host = {1, 1};
+  c.within_host = c.across_hosts;
+  c.parameter_server = {50e-6, 2 * link, 3e-6};
+  CHECK(cost_model(c, c.measured_on).predict(one, server).total() == Approx(c.parameter_server(bytes, 1)));
 }

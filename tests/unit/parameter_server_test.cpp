@@ -50,7 +50,8 @@ TEST_CASE("shards are spread over hosts first, then over a host's ranks", "[ps][
   CHECK(spread.bytes_per_rank == std::vector<std::size_t>{200, 80, 200, 80});
   // Hosts come as node colors, any numbers: only which ranks share one counts.
   const std::vector<int> colors = {5, 5, 2, 2};
-  CHECK(hosts_of(sync::ps::make_plan(variables, 4, server_assignment::least_loaded, colors)) == std::vector<int>{0, 2, 1, 3});
+  CHECK(hosts_of(sync::ps::make_plan(variables, 4, server_assignment::least_loaded, colors)) ==
+        std::vector<int>{0, 2, 1, 3});
   // On one host, rank by rank, as before; a host layout of another size is refused.
   CHECK(hosts_of(sync::ps::make_plan(variables, 4)) == std::vector<int>{0, 1, 2, 3});
   CHECK_THROWS_AS(sync::ps::make_plan(variables, 3, server_assignment::least_loaded, two_hosts), usage_error);

@@ -237,19 +237,25 @@ class cost_model {
     const double bytes = v.touched_bytes();
     const double remote = target_.hosts() > 1 ? (p - target_.ranks_on_a_host()) * bytes * across_.seconds_per_byte() : 0.0;
     const line& l = c_.sparse_allgather;
-    const double gathered = std::max(l.at(bytes) - calibrated_remote_seconds_per_byte() * bytes,
-                                     (p0 - 1) * bytes * c_.within_host.seconds_per_byte());
+    const double gathered = l.fixed_s + without_calibrated_link(l.at(bytes) - l.fixed_s, bytes, 1.0, p0 - 1);
     return others * (l.per_row_s * v.touched_rows() + gathered) + remote;
   }
 
-  // What a calibration taken on several hosts spent on the link between them per byte that
-  // each of its ranks on other hosts than rank 0's sent across once. Its measurements hold
-  // that time, which the model takes out where it adds the links of the target's layout;
-  // what is left is never less than moving each rank's bytes once within a host (where the
-  // link hid the servers' work, overlapping more than the model's crossings, one by one).
-  double calibrated_remote_seconds_per_byte() const {
-    const cluster& at = c_.measured_on;
-    return at.hosts() > 1 ? (at.ranks - at.ranks_on_a_host()) * c_.across_hosts.seconds_per_byte() : 0.0;
+  // A calibration taken on several hosts measured the servers and the all-gather with ranks
+  // on other hosts than rank 0's, so its lines hold those ranks' bytes on the link, which the
+  // model adds for the target's layout itself: `seconds` of a line at `bytes` (one rank's),
+  // less the link's time for each remote rank's bytes crossing `crossings` times. What is
+  // left is never less than `copies` ranks' bytes moved once within a host: where the link
+  // hid the work (it overlapped more than the model's crossings one after another), the
+  // work is not free. A calibration on one host is taken as it is.
+  double without_calibrated_link(double seconds, double bytes, double crossings, int copies) const {
+    const std::vector<int>& layout = c_.ranks_per_host;
+    if (layout.size() <= 1) return seconds;
+    const int remote = c_.measured_on.ranks - layout.front();  // the ranks off rank 0's host
+    const double left = seconds - crossings * remote * bytes * c_.across_hosts.seconds_per_byte();
+    // With one rank per host nothing was measured within a host (within_host is the link's).
+    const bool within_measured = std::ranges::max(layout) > 1;
+    return std::max(left, within_measured ? copies * bytes * c_.within_host.seconds_per_byte() : 0.0);
   }
 
   // Each shard on its server, as the executor places them; per server, every worker's
@@ -263,7 +269,8 @@ class cost_model {
                                   std::span<const strategy_descriptor> strategies) const {
     const int p = target_.ranks, p0 = c_.measured_on.ranks;
     const auto servers = static_cast<std::size_t>(p);
-    std::vector<double> shards(servers, 0.0), dense_bytes(servers, 0.0), sparse_rows(servers, 0.0), sparse_bytes(servers, 0.0);
+    std::vector<double> shards(servers, 0.0), dense_bytes(servers, 0.0), sparse_rows(servers, 0.0),
+        sparse_bytes(servers, 0.0);
     double fixed = 0.0;  // once per step: the slowest family's
     const double workers = static_cast<double>(p) / p0;  // the one-server lines hold p0 workers' share
     const std::vector<int> hosts = target_.host_of_each_rank();
@@ -298,9 +305,8 @@ class cost_model {
     }
     // Each server's work as if it were the only one busy, then slowed by how busy the others are;
     // without the link time a calibration across hosts holds (the bytes go in and come back).
-    const double calibrated_link = 2.0 * calibrated_remote_seconds_per_byte();
     const auto work = [&](const line& l, double bytes) {
-      return std::max(per_byte_at(l, bytes) - calibrated_link, p0 * c_.within_host.seconds_per_byte()) * bytes;
+      return without_calibrated_link(per_byte_at(l, bytes) * bytes, bytes, 2.0, p0);
     };
     std::vector<double> dense(servers), sparse(servers), load(servers);
     for (std::size_t r = 0; r < servers; ++r) {
