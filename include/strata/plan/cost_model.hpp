@@ -275,9 +275,9 @@ class cost_model {
     const double workers = static_cast<double>(p) / p0;  // the one-server lines hold p0 workers' share
     const std::vector<int> hosts = target_.host_of_each_rank();
     sync::ps::server_placement placement(p, options_.servers, hosts);
-    std::vector<double> ranks_on(static_cast<std::size_t>(target_.hosts()), 0.0);
+    std::vector<double> ranks_on(static_cast<std::size_t>(target_.hosts()), 0.0), served(ranks_on.size(), 0.0);
     for (int h : hosts) ranks_on[static_cast<std::size_t>(h)] += 1.0;
-    std::vector<double> pushed_in(ranks_on.size(), 0.0), pushed_out(ranks_on.size(), 0.0);  // bytes per host's link
+    double all_served = 0.0;  // one worker's bytes to every server, and each host's share of them
     for (std::size_t i = 0; i < variables.size(); ++i) {
       const strategy_descriptor& s = strategies[i];
       if (s.placement != placement_kind::ps) continue;
@@ -296,11 +296,8 @@ class cost_model {
           shards[server] += 1.0;
           dense_bytes[server] += bytes;
         }
-        const auto server_host = static_cast<std::size_t>(hosts[server]);
-        for (std::size_t h = 0; h < ranks_on.size(); ++h) {
-          if (h == server_host) pushed_in[h] += (p - ranks_on[h]) * bytes;
-          else pushed_out[h] += ranks_on[h] * bytes;
-        }
+        served[static_cast<std::size_t>(hosts[server])] += bytes;
+        all_served += bytes;
       }
     }
     // Each server's work as if it were the only one busy, then slowed by how busy the others are;
@@ -320,7 +317,11 @@ class cost_model {
     for (std::size_t r = 0; r < servers; ++r)
       busiest = std::max(busiest, dense[r] * (1 + c_.parameter_server_sharing * others) +
                                       sparse[r] * (1 + c_.sparse_parameter_server_sharing * others));
-    const double busiest_link = std::max(std::ranges::max(pushed_in), std::ranges::max(pushed_out));
+    // While workers push, a host's link carries in the other hosts' workers' bytes to its
+    // servers and out its workers' bytes to the other hosts' servers.
+    double busiest_link = 0.0;
+    for (std::size_t h = 0; h < ranks_on.size(); ++h)
+      busiest_link = std::max({busiest_link, (p - ranks_on[h]) * served[h], ranks_on[h] * (all_served - served[h])});
     return fixed + busiest + 2.0 * busiest_link * across_.seconds_per_byte();
   }
 
