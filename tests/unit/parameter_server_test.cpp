@@ -32,7 +32,7 @@ TEST_CASE("shards are placed greedily on the least-loaded rank", "[ps][plan]") {
   CHECK(p.variables[1].shard_of_row(5) == 2);
 }
 
-TEST_CASE("shards are spread over hosts first, then over a host's ranks", "[ps][plan]") {
+TEST_CASE("shards are spread over hosts first, by bytes per rank, then over a host's ranks", "[ps][plan]") {
   std::vector<float> a(100), b(40), ga(100), gb(40);
   const std::vector<variable_binding> variables = {{"a", {10, 10}, a, ga, "PS<2>,Partition<0>"},   // 2 x 200 bytes
                                                    {"b", {4, 10}, b, gb, "PS<2>,Partition<0>"}};  // 2 x 80 bytes
@@ -52,6 +52,14 @@ TEST_CASE("shards are spread over hosts first, then over a host's ranks", "[ps][
   const std::vector<int> colors = {5, 5, 2, 2};
   CHECK(hosts_of(sync::ps::make_plan(variables, 4, server_assignment::least_loaded, colors)) ==
         std::vector<int>{0, 2, 1, 3});
+  // Hosts of unequal size are balanced by bytes per rank. With 1 rank on host 0 and 3 on host
+  // 1, four equal shards go one to each rank; balanced by bytes per host, rank 0 took two, and
+  // host 0's link carried in 3 x 80 bytes where host 1's carried 1 x 80.
+  std::vector<float> c(40), gc(40);
+  const std::vector<variable_binding> four_shards = {{"c", {4, 10}, c, gc, "PS<4>,Partition<0>"}};
+  const std::vector<int> one_and_three = {0, 1, 1, 1};
+  CHECK(hosts_of(sync::ps::make_plan(four_shards, 4, server_assignment::least_loaded, one_and_three)) ==
+        std::vector<int>{0, 1, 2, 3});
   // On one host, rank by rank, as before; a host layout of another size is refused.
   CHECK(hosts_of(sync::ps::make_plan(variables, 4)) == std::vector<int>{0, 1, 2, 3});
   CHECK_THROWS_AS(sync::ps::make_plan(variables, 3, server_assignment::least_loaded, two_hosts), usage_error);

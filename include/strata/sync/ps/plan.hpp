@@ -1,12 +1,13 @@
 #pragma once
 // Where the parameter-server variables of a model live: each PS<N> variable is split into
 // its shards (Partition<Axis>, as even as the axis allows), and each shard is placed, in
-// declaration order, on the host with the fewest bytes so far and there on its rank with the
-// fewest (ties: the lower rank), or on rank 0 when a builder asks for the first server
-// (AutoDist's PS builder). A host's bytes are what its link carries to and from the other
-// hosts' workers, and its ranks share its cores: PS<2> on 2 hosts x 2 ranks puts a shard on
-// each host, not both on the first. Every rank computes the same plan from the same model
-// and hosts.
+// declaration order, on the host with the fewest bytes so far per rank on it and there on its
+// rank with the fewest (ties: the lower rank), or on rank 0 when a builder asks for the first
+// server (AutoDist's PS builder). A host's bytes are what its link carries to and from the
+// other hosts' workers, and its ranks share its cores: PS<2> on 2 hosts x 2 ranks puts a shard
+// on each host, not both on the first. Per rank, because a host of r of the job's p ranks
+// serving s of all T bytes carries (p - r) x s in and r x (T - s) out, which are equal where
+// s = T x r / p. Every rank computes the same plan from the same model and hosts.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -55,11 +56,11 @@ struct plan {
   std::vector<std::size_t> bytes_per_rank;  // values each rank's server holds (optimizer state not counted)
 };
 
-/// Places shards one after another: each on the host holding the fewest bytes so far and
-/// there on its rank holding the fewest (ties: the lower rank), or every one on rank 0 for
-/// the first server. `host_of_rank`: each rank's host (empty: one host). A shard costs a
-/// pass over the ranks, without allocating: the cost model places PS<1024> variables on
-/// 1024 ranks for every plan it scores.
+/// Places shards one after another: each on the host holding the fewest bytes so far per
+/// rank on it and there on its rank holding the fewest (ties: the lower rank), or every one
+/// on rank 0 for the first server. `host_of_rank`: each rank's host (empty: one host). A
+/// shard costs a pass over the ranks, without allocating: the cost model places PS<1024>
+/// variables on 1024 ranks for every plan it scores.
 class server_placement {
  public:
   server_placement(int ranks, server_assignment servers, std::span<const int> host_of_rank = {})
@@ -71,15 +72,22 @@ class server_placement {
     for (std::size_t r = 0; r < host_of_rank.size(); ++r)
       host_[r] = index.try_emplace(host_of_rank[r], index.size()).first->second;
     bytes_per_host_.assign(std::max<std::size_t>(index.size(), 1), 0);
+    ranks_per_host_.assign(bytes_per_host_.size(), 0);
+    for (const std::size_t h : host_) ++ranks_per_host_[h];
   }
 
   /// The rank the next shard, of `bytes`, goes to; its bytes are counted there.
   std::size_t place(std::size_t bytes) {
     std::size_t next = 0;
     if (servers_ == server_assignment::least_loaded) {
-      const auto load = [&](std::size_t r) { return std::pair(bytes_per_host_[host_[r]], bytes_per_rank_[r]); };
+      const auto less_loaded = [&](std::size_t a, std::size_t b) {  // hosts' bytes per rank, crosswise
+        const std::size_t ha = host_[a], hb = host_[b];
+        const std::size_t load_a = bytes_per_host_[ha] * ranks_per_host_[hb];
+        const std::size_t load_b = bytes_per_host_[hb] * ranks_per_host_[ha];
+        return load_a != load_b ? load_a < load_b : bytes_per_rank_[a] < bytes_per_rank_[b];
+      };
       for (std::size_t r = 1; r < host_.size(); ++r)
-        if (load(r) < load(next)) next = r;
+        if (less_loaded(r, next)) next = r;
     }
     bytes_per_rank_[next] += bytes;
     bytes_per_host_[host_[next]] += bytes;
@@ -92,7 +100,7 @@ class server_placement {
  private:
   server_assignment servers_;
   std::vector<std::size_t> host_;  // each rank's host, numbered from 0
-  std::vector<std::size_t> bytes_per_rank_, bytes_per_host_;
+  std::vector<std::size_t> bytes_per_rank_, bytes_per_host_, ranks_per_host_;
 };
 
 /// The plan of every PS variable among `variables` (the model's, in order) over `ranks`,
