@@ -275,9 +275,10 @@ class cost_model {
     const double workers = static_cast<double>(p) / p0;  // the one-server lines hold p0 workers' share
     const std::vector<int> hosts = target_.host_of_each_rank();
     sync::ps::server_placement placement(p, options_.servers, hosts);
-    std::vector<double> ranks_on(static_cast<std::size_t>(target_.hosts()), 0.0), served(ranks_on.size(), 0.0);
+    std::vector<double> ranks_on(static_cast<std::size_t>(target_.hosts()), 0.0);
     for (int h : hosts) ranks_on[static_cast<std::size_t>(h)] += 1.0;
-    double all_served = 0.0;  // one worker's bytes to every server, and each host's share of them
+    std::vector<double> served(ranks_on.size(), 0.0);  // one worker's bytes to each host's servers
+    double all_served = 0.0;                            // and to every server
     for (std::size_t i = 0; i < variables.size(); ++i) {
       const strategy_descriptor& s = strategies[i];
       if (s.placement != placement_kind::ps) continue;
