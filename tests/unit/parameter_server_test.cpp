@@ -53,13 +53,14 @@ TEST_CASE("shards are spread over hosts first, by bytes per rank, then over a ho
   CHECK(hosts_of(sync::ps::make_plan(variables, 4, server_assignment::least_loaded, colors)) ==
         std::vector<int>{0, 2, 1, 3});
   // Hosts of unequal size are balanced by bytes per rank. With 1 rank on host 0 and 3 on host
-  // 1, four equal shards go one to each rank; balanced by bytes per host, rank 0 took two, and
-  // host 0's link carried in 3 x 80 bytes where host 1's carried 1 x 80.
+  // 1, four shards of 40 bytes go one to each rank. Balanced by bytes per host, rank 0 took two
+  // (0, 1, 2, 0), and the busiest link carried 3 x 80 bytes one way, where now it is 3 x 40.
   std::vector<float> c(40), gc(40);
   const std::vector<variable_binding> four_shards = {{"c", {4, 10}, c, gc, "PS<4>,Partition<0>"}};
   const std::vector<int> one_and_three = {0, 1, 1, 1};
-  CHECK(hosts_of(sync::ps::make_plan(four_shards, 4, server_assignment::least_loaded, one_and_three)) ==
-        std::vector<int>{0, 1, 2, 3});
+  const sync::ps::plan uneven = sync::ps::make_plan(four_shards, 4, server_assignment::least_loaded, one_and_three);
+  CHECK(hosts_of(uneven) == std::vector<int>{0, 1, 2, 3});
+  CHECK(uneven.bytes_per_rank == std::vector<std::size_t>{40, 40, 40, 40});
   // On one host, rank by rank, as before; a host layout of another size is refused.
   CHECK(hosts_of(sync::ps::make_plan(variables, 4)) == std::vector<int>{0, 1, 2, 3});
   CHECK_THROWS_AS(sync::ps::make_plan(variables, 3, server_assignment::least_loaded, two_hosts), usage_error);
