@@ -29,8 +29,15 @@ void expect(bool ok, fmt::format_string<Args...> what, Args&&... args) {
 
 /// Element counts that stress segmenting: empty, fewer than ranks, not divisible by them, and
 /// many chunks. Under a sanitizer 65537 elements, some 20,000 tiny chunks per rank, take a
-/// minute per case; 1001 already cuts each path into dozens of chunks.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+/// minute per case; 1001 already cuts each path into hundreds of chunks.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)  // GCC's names
+#define STRATA_TEST_SANITIZED 1
+#elif defined(__has_feature)  // Clang's
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define STRATA_TEST_SANITIZED 1
+#endif
+#endif
+#ifdef STRATA_TEST_SANITIZED
 inline const std::vector<std::size_t> awkward_sizes = {0, 1, 2, 3, 5, 7, 64, 1000, 1001};
 #else
 inline const std::vector<std::size_t> awkward_sizes = {0, 1, 2, 3, 5, 7, 64, 1000, 1001, 65537};
