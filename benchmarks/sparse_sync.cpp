@@ -7,9 +7,9 @@
 // step's pushes complete while the next one starts, as in training), medians.
 // ps_wire_fraction is the time the PS step's bytes (its pulled rows and its pushed gradient
 // rows, with their ids) need at the point-to-point bandwidth measured in the same run (8 MiB
-// between ranks 0 and 1), over the step's time; ps_remote_wire_fraction counts only the
-// bytes to and from other ranks' servers (of the rank with the most), those that cross a
-// network between hosts.
+// between rank 0 and the first rank on another host, or rank 1 on one host), over the step's
+// time; ps_remote_wire_fraction counts only the bytes that cross that link (of the rank with
+// the most): those to and from servers on other hosts, or on one host other ranks' servers.
 //
 //   mpirun -np 2 ./sparse_sync
 #include <algorithm>
@@ -102,9 +102,13 @@ int main(int argc, char** argv) {
   std::mt19937_64 engine(17 + static_cast<std::uint64_t>(ctx.rank()));
   const std::size_t steps_taken = static_cast<std::size_t>(rounds) * static_cast<std::size_t>(steps) + 2;  // + warm-up
   std::vector<std::vector<std::uint32_t>> batches(steps_taken, std::vector<std::uint32_t>(draws));
-  // Rows per step, and those of them whose shard another rank's server holds (the bytes that
-  // leave this rank; on a network between hosts, the ones on the wire).
+  // Rows per step, and those of them whose shard is served across the measured link: on
+  // another host, or where the job has one host, on another rank.
   const sync::ps::variable_plan& placed = ps.parameter_server_plan()->variables[0];
+  const std::vector<int> hosts = host_of_each_rank(ctx.control());
+  const bool one_host = std::ranges::all_of(hosts, [&](int h) { return h == hosts[0]; });
+  auto host = [&](int rank) { return hosts[static_cast<std::size_t>(rank)]; };
+  auto across_link = [&](int server) { return one_host ? server != ctx.rank() : host(server) != host(ctx.rank()); };
   double touched = 0.0, remote = 0.0;
   for (auto& batch : batches) {
     for (auto& id : batch) id = ids(engine);
@@ -113,7 +117,7 @@ int main(int argc, char** argv) {
     unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
     touched += static_cast<double>(unique.size()) / static_cast<double>(batches.size());
     remote += static_cast<double>(std::ranges::count_if(unique, [&](std::uint32_t row) {
-                return placed.shards[placed.shard_of_row(row)].host != ctx.rank();
+                return across_link(placed.shards[placed.shard_of_row(row)].host);
               })) / static_cast<double>(batches.size());
   }
   std::vector<float> gradient_rows(draws * width, 0.001f);
@@ -137,8 +141,11 @@ int main(int argc, char** argv) {
   bench::interleave(contenders, rounds, steps, [&] { ctx.control().barrier(); });
   const double ps_ms = 1e3 * bench::median(contenders[0].seconds), gathered_ms = 1e3 * bench::median(contenders[1].seconds),
                dense_ms = 1e3 * bench::median(contenders[2].seconds);
-  const double link_bytes_per_s = ctx.size() > 1 ? plan::measure_link(ctx.control(), 0, 1, 5).bytes_per_s : INFINITY;
-  // The busiest rank's bytes to and from other ranks' servers: its link bounds the step.
+  const auto other_host = std::ranges::find_if(hosts, [&](int h) { return h != hosts[0]; });
+  const int link_peer = one_host ? 1 : static_cast<int>(other_host - hosts.begin());
+  const double link_bytes_per_s =
+      ctx.size() > 1 ? plan::measure_link(ctx.control(), 0, link_peer, 5).bytes_per_s : INFINITY;
+  // The busiest rank's bytes across the link: its link bounds the step.
   std::vector<double> remote_by_rank(static_cast<std::size_t>(ctx.size()));
   ctx.control().allgather(std::span<const double>(&remote, 1), std::span<double>(remote_by_rank));
   remote = *std::ranges::max_element(remote_by_rank);
@@ -151,9 +158,10 @@ int main(int argc, char** argv) {
                rows, width, static_cast<double>(rows * width * 4) / (1 << 20), ctx.size(), draws, exponent, touched,
                100.0 * touched / static_cast<double>(rows), rounds, steps);
     for (const auto& c : contenders) fmt::print("  {:<20} {:9.2f} ms\n", c.name, 1e3 * bench::median(c.seconds));
-    fmt::print("point to point {:.2f} GB/s: the PS step's {:.2f} MB need {:.3f} ms on the wire; the {:.2f} MB of "
-               "them to and from other ranks' servers (the busiest rank's) {:.3f} ms\n",
-               link_bytes_per_s / 1e9, ps_bytes / 1e6, wire_ms, remote_bytes / 1e6, remote_wire_ms);
+    fmt::print("point to point {:.2f} GB/s (ranks 0 and {}{}): the PS step's {:.2f} MB need {:.3f} ms on the wire; the "
+               "{:.2f} MB of them to and from {} (the busiest rank's) {:.3f} ms\n",
+               link_bytes_per_s / 1e9, link_peer, one_host ? ", one host" : ", across hosts", ps_bytes / 1e6, wire_ms,
+               remote_bytes / 1e6, one_host ? "other ranks' servers" : "servers on other hosts", remote_wire_ms);
     fmt::print("summary: ranks={} rows={} width={} touched_fraction={:.4f} sparse_ps_ms={:.2f} sparse_allgather_ms={:.2f} "
                "dense_allreduce_ms={:.2f} speedup={:.1f} (target >= 20) allgather_speedup={:.1f} ps_wire_ms={:.3f} "
                "ps_wire_fraction={:.2f} (target >= 0.5) ps_remote_wire_fraction={:.2f}\n",
