@@ -132,6 +132,16 @@ run() {
              --mca oob_tcp_keepalive_time "${STRATA_CLUSTER_KEEPALIVE_S:-2}" --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3
              --bind-to none)
   mpi+=(--allow-run-as-root)  # cluster.sh runs as root only
+  # The hosts share this machine's cores. Told that each host has --slots cores, OpenMPI spins
+  # in its blocking calls without giving up the core; where the ranks of all hosts outnumber
+  # the machine's cores, a spinning rank holds the core its partner on the same host needs,
+  # and each message within a host waits for the scheduler (2 x 2 ranks on 2 cores: 4 ms one
+  # way for 8 bytes, 5 us with yielding). So OpenMPI yields when idle, as it does on its own
+  # for a machine it knows is oversubscribed (mpirun --oversubscribe on one host). Real
+  # machines have cores of their own.
+  local ranks
+  ranks=$(($(wc -l <"$state/hostfile") * $(cat "$state/slots")))
+  if ((ranks > $(nproc))); then export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}; fi
   # mpirun itself runs on host 0, as a job started on a real cluster's first node.
   exec ip netns exec "$(host_ns 0)" unshare --uts sh -c "hostname ${prefix}h0 && exec \"\$@\"" sh "${mpi[@]}" "$@"
 }
