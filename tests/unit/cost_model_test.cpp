@@ -217,6 +217,30 @@ TEST_CASE("a calibration file round-trips, and a foreign one is refused with the
   CHECK_THROWS_WITH(load(file), Catch::Contains("make one with strata-calibrate"));
 }
 
+TEST_CASE("a calibration that cannot be the links' is called doubtful, with what to change", "[plan]") {
+  calibration c = synthetic();
+  c.across_hosts = {20e-6, 1.25e9};  // 2 hosts at 10 Gbit/s: a host's own link is faster
+  CHECK(doubts(c).empty());
+  CHECK(describe(c).find("doubtful") == std::string::npos);
+
+  // As measured on 2 x 2 ranks over 2 cores with OpenMPI spinning: 1.9 ms within a host.
+  c.within_host = {1.9e-3, 1.4e9};
+  REQUIRE(doubts(c).size() == 1);
+  CHECK(doubts(c)[0].find("mpi_yield_when_idle") != std::string::npos);
+  CHECK(describe(c).find("doubtful: a message within a host took over twice as long (1900.0 us) as across hosts "
+                         "(20.0 us)") != std::string::npos);
+  c.within_host = {30e-6, 1.4e9};  // slower than across, as noise may make it: not called doubtful
+  CHECK(doubts(c).empty());
+  c.within_host = {1.9e-3, 1.4e9};
+
+  // 8 MiB no slower than 8 bytes: the rate is 8 MiB over the floor of 1 ns.
+  c.within_host = {1.9e-3, 8.388608e15};
+  CHECK(doubts(c).size() == 2);
+  c.across_hosts = {};  // one host: nothing across to compare with
+  REQUIRE(doubts(c).size() == 1);
+  CHECK(doubts(c)[0].find("within a host, 8 MiB took no longer than 8 bytes") == 0);
+}
+
 TEST_CASE("a fitted line separates per-row from per-byte costs, and drops terms that would be negative", "[plan]") {
   // 5 us + 0.3 us per row + 2 GB/s, measured at two row widths.
   std::vector<double> rows, bytes, seconds;

@@ -292,7 +292,30 @@ inline void from_json(const nlohmann::json& j, calibration& c) {
   j.at("created").get_to(c.created);
 }
 
-/// The calibration for people: links, then each family's fixed cost and rates.
+/// What in `c` cannot be a measurement of the links, each as a sentence that says what to
+/// change; empty when nothing is in doubt. Predictions from a doubtful calibration are off.
+inline std::vector<std::string> doubts(const calibration& c) {
+  std::vector<std::string> found;
+  // A rate no host link reaches: the 8 MiB exchange took no longer than the 8-byte one.
+  constexpr double implausible_bytes_per_s = 1e12;
+  for (const auto& [name, link] : {std::pair{"within a host", c.within_host}, {"across hosts", c.across_hosts}})
+    if (link.bytes_per_s > implausible_bytes_per_s)
+      found.push_back(fmt::format("{}, 8 MiB took no longer than 8 bytes ({:.0f} GB/s): the link's latency is noise; "
+                                  "measure again, with more --repeats",
+                                  name, link.bytes_per_s / 1e9));
+  // Ranks of one host spinning in blocking calls on fewer cores than ranks each wait for the
+  // scheduler: a message within the host then takes milliseconds, far longer than across
+  // hosts (where the two are close, e.g. on a slow link with yielding ranks, noise decides).
+  if (c.across_hosts.known() && c.within_host.latency_s > 2 * c.across_hosts.latency_s)
+    found.push_back(fmt::format(
+        "a message within a host took over twice as long ({:.1f} us) as across hosts ({:.1f} us): a host's ranks "
+        "are likely short of cores while MPI spins in its blocking calls; run fewer ranks than cores per host, or "
+        "let MPI yield (OpenMPI: OMPI_MCA_mpi_yield_when_idle=1), and calibrate again",
+        1e6 * c.within_host.latency_s, 1e6 * c.across_hosts.latency_s));
+  return found;
+}
+
+/// The calibration for people: links, then each family's fixed cost and rates, then doubts.
 inline std::string describe(const calibration& c) {
   auto us = [](double s) { return 1e6 * s; };
   std::string out = fmt::format("calibration of {}\n  within a host: {:.1f} us, {:.2f} GB/s", c.created, us(c.within_host.latency_s),
@@ -312,7 +335,9 @@ inline std::string describe(const calibration& c) {
   }
   out += fmt::format("  servers busy together    dense x{:.2f}, sparse x{:.2f} (all other servers busy)\n",
                      1 + c.parameter_server_sharing, 1 + c.sparse_parameter_server_sharing);
-  return out + fmt::format("  partitioned blocks       {:8.3f} us per block beyond a part's first\n", us(c.per_block_s));
+  out += fmt::format("  partitioned blocks       {:8.3f} us per block beyond a part's first\n", us(c.per_block_s));
+  for (const std::string& doubt : doubts(c)) out += fmt::format("  doubtful: {}\n", doubt);
+  return out;
 }
 
 /// Writes `c` to `file` as JSON.
