@@ -145,7 +145,8 @@ int main(int argc, char** argv) {
   const int link_peer = one_host ? 1 : static_cast<int>(other_host - hosts.begin());
   const double link_bytes_per_s =
       ctx.size() > 1 ? plan::measure_link(ctx.control(), 0, link_peer, 5).bytes_per_s : INFINITY;
-  // The busiest rank's bytes across the link: its link bounds the step.
+  // The busiest rank's bytes across the link. Where a host has several ranks they share its
+  // link, so the host's load is more: the fraction is then a lower bound.
   std::vector<double> remote_by_rank(static_cast<std::size_t>(ctx.size()));
   ctx.control().allgather(std::span<const double>(&remote, 1), std::span<double>(remote_by_rank));
   remote = *std::ranges::max_element(remote_by_rank);

@@ -137,11 +137,14 @@ run() {
   # the machine's cores, a spinning rank holds the core its partner on the same host needs,
   # and each message within a host waits for the scheduler (2 x 2 ranks on 2 cores: 4 ms one
   # way for 8 bytes, 5 us with yielding). So OpenMPI yields when idle, as it does on its own
-  # for a machine it knows is oversubscribed (mpirun --oversubscribe on one host). Real
-  # machines have cores of their own.
+  # where a host's ranks exceed its slots. The count is the hosts' slots, whatever the job's
+  # -np; nproc without the OpenMP variables that change its answer. Real machines have cores
+  # of their own.
   local ranks
   ranks=$(($(wc -l <"$state/hostfile") * $(cat "$state/slots")))
-  if ((ranks > $(nproc))); then export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}; fi
+  if ((ranks > $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc))); then
+    export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
+  fi
   # mpirun itself runs on host 0, as a job started on a real cluster's first node.
   exec ip netns exec "$(host_ns 0)" unshare --uts sh -c "hostname ${prefix}h0 && exec \"\$@\"" sh "${mpi[@]}" "$@"
 }

@@ -231,14 +231,18 @@ TEST_CASE("a calibration that cannot be the links' is called doubtful, with what
                          "(20.0 us)") != std::string::npos);
   c.within_host = {30e-6, 1.4e9};  // slower than across, as noise may make it: not called doubtful
   CHECK(doubts(c).empty());
-  c.within_host = {1.9e-3, 1.4e9};
 
   // 8 MiB no slower than 8 bytes: the rate is 8 MiB over the floor of 1 ns.
   c.within_host = {1.9e-3, 8.388608e15};
   CHECK(doubts(c).size() == 2);
   c.across_hosts = {};  // one host: nothing across to compare with
   REQUIRE(doubts(c).size() == 1);
-  CHECK(doubts(c)[0].find("within a host, 8 MiB took no longer than 8 bytes") == 0);
+  CHECK(doubts(c)[0].find("within a host, 8 MiB took hardly longer than 8 bytes") == 0);
+
+  // One rank per host: within_host is the link's copy, and a bad rate is told once.
+  c.across_hosts = c.within_host = {20e-6, 8.388608e15};
+  REQUIRE(doubts(c).size() == 1);
+  CHECK(doubts(c)[0].find("across hosts") == 0);
 }
 
 TEST_CASE("a fitted line separates per-row from per-byte costs, and drops terms that would be negative", "[plan]") {
