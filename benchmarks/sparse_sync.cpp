@@ -141,8 +141,8 @@ int main(int argc, char** argv) {
   bench::interleave(contenders, rounds, steps, [&] { ctx.control().barrier(); });
   const double ps_ms = 1e3 * bench::median(contenders[0].seconds), gathered_ms = 1e3 * bench::median(contenders[1].seconds),
                dense_ms = 1e3 * bench::median(contenders[2].seconds);
-  const auto other_host = std::ranges::find_if(hosts, [&](int h) { return h != hosts[0]; });
-  const int link_peer = one_host ? 1 : static_cast<int>(other_host - hosts.begin());
+  const plan::link_partners partners = plan::partners_of_rank0(hosts);
+  const int link_peer = one_host ? partners.same_host : partners.other_host;
   const double link_bytes_per_s =
       ctx.size() > 1 ? plan::measure_link(ctx.control(), 0, link_peer, 5).bytes_per_s : INFINITY;
   // The busiest rank's bytes across the link. Where a host has several ranks they share its

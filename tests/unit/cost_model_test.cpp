@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "strata/plan/auto_strategy.hpp"
+#include "strata/plan/calibrate.hpp"
 #include "strata/plan/calibration.hpp"
 #include "strata/plan/cost_model.hpp"
 
@@ -240,9 +241,22 @@ TEST_CASE("a calibration that cannot be the links' is called doubtful, with what
   CHECK(doubts(c)[0].find("within a host, 8 MiB took hardly longer than 8 bytes") == 0);
 
   // One rank per host: within_host is the link's copy, and a bad rate is told once.
+  c.ranks_per_host = {1, 1};
   c.across_hosts = c.within_host = {20e-6, 8.388608e15};
   REQUIRE(doubts(c).size() == 1);
   CHECK(doubts(c)[0].find("across hosts") == 0);
+}
+
+TEST_CASE("rank 0 measures the links with the first rank of its host and of another host", "[plan]") {
+  const std::vector<int> two_by_two = {0, 0, 2, 2}, alternating = {0, 1, 0, 1};
+  const std::vector<int> one_host = {0, 0}, one_per_host = {0, 1};
+  CHECK(partners_of_rank0(two_by_two).same_host == 1);
+  CHECK(partners_of_rank0(two_by_two).other_host == 2);
+  CHECK(partners_of_rank0(alternating).same_host == 2);
+  CHECK(partners_of_rank0(alternating).other_host == 1);
+  CHECK(partners_of_rank0(one_host).other_host == -1);
+  CHECK(partners_of_rank0(one_per_host).same_host == -1);
+  CHECK(partners_of_rank0(std::vector<int>{0}).same_host == -1);
 }
 
 TEST_CASE("a fitted line separates per-row from per-byte costs, and drops terms that would be negative", "[plan]") {

@@ -282,6 +282,20 @@ link_class measure_link(Comm& comm, int a, int b, int repeats) {
   return {small, static_cast<double>(large) / std::max(big - small, 1e-9)};
 }
 
+/// Rank 0's partners for measuring links: the first other rank on its host and the first rank
+/// on another host (-1 where there is none), by each rank's host (host_of_each_rank).
+struct link_partners {
+  int same_host = -1, other_host = -1;
+};
+inline link_partners partners_of_rank0(std::span<const int> hosts) {
+  link_partners found;
+  for (std::size_t r = 1; r < hosts.size(); ++r) {
+    int& partner = hosts[r] == hosts[0] ? found.same_host : found.other_host;
+    if (partner < 0) partner = static_cast<int>(r);
+  }
+  return found;
+}
+
 /// Ranks on each host, in host order (hosts ordered by their first rank): the layout a
 /// calibration is bound to. Collective.
 template <class Comm>
@@ -308,13 +322,9 @@ calibration calibrate(Context& ctx, const calibrate_options& o = {}) {
   c.measured_on.ranks_per_host = *std::ranges::max_element(c.ranks_per_host);
 
   say("point to point");
-  const std::vector<int> colors = host_of_each_rank(control);
-  const auto same_host = std::ranges::find_if(colors.begin() + 1, colors.end(), [&](int k) { return k == colors[0]; });
-  const auto other_host = std::ranges::find_if(colors, [&](int k) { return k != colors[0]; });
-  if (same_host != colors.end())
-    c.within_host = measure_link(control, 0, static_cast<int>(same_host - colors.begin()), o.repeats);
-  if (other_host != colors.end())
-    c.across_hosts = measure_link(control, 0, static_cast<int>(other_host - colors.begin()), o.repeats);
+  const link_partners partners = partners_of_rank0(host_of_each_rank(control));
+  if (partners.same_host >= 0) c.within_host = measure_link(control, 0, partners.same_host, o.repeats);
+  if (partners.other_host >= 0) c.across_hosts = measure_link(control, 0, partners.other_host, o.repeats);
   if (!c.within_host.known()) c.within_host = c.across_hosts;  // one rank per host
 
   say("all-reduce: Ring");

@@ -180,6 +180,11 @@ struct calibration {
   std::vector<int> ranks_per_host;  ///< the layout measured: ranks on each host, in host order
   link_class within_host;                 ///< point to point between two ranks of a host
   link_class across_hosts;                ///< between hosts; unknown when measured on one host
+  /// Whether a host had two ranks to measure within_host on; with one rank per host it is
+  /// the link's copy.
+  bool measured_within_host() const {
+    return !ranks_per_host.empty() && std::ranges::max(ranks_per_host) > 1;
+  }
   // One synchronization of a variable (or fusion bucket) of n fp32 gradient bytes, on
   // measured_on.ranks ranks, through the executor:
   line ring, tree, hierarchical, native;  ///< Replicate, AllReduce<...>
@@ -303,15 +308,12 @@ inline std::vector<std::string> doubts(const calibration& c) {
                                   "noise; measure again, with more --repeats",
                                   name, link.bytes_per_s / 1e9));
   };
-  // With one rank per host within_host is the link's copy: told once, as the link.
-  const bool within_is_copy =
-      c.within_host.latency_s == c.across_hosts.latency_s && c.within_host.bytes_per_s == c.across_hosts.bytes_per_s;
-  if (!within_is_copy) implausible("within a host", c.within_host);
+  if (c.measured_within_host()) implausible("within a host", c.within_host);  // else the link's copy, told once
   implausible("across hosts", c.across_hosts);
   // Ranks of one host spinning in blocking calls on fewer cores than ranks each wait for the
   // scheduler: a message within the host then takes milliseconds, far longer than across
   // hosts (where the two are close, e.g. on a slow link with yielding ranks, noise decides).
-  if (c.across_hosts.known() && c.within_host.latency_s > 2 * c.across_hosts.latency_s)
+  if (c.measured_within_host() && c.across_hosts.known() && c.within_host.latency_s > 2 * c.across_hosts.latency_s)
     found.push_back(fmt::format(
         "a message within a host took over twice as long ({:.1f} us) as across hosts ({:.1f} us): a host's ranks "
         "are likely short of cores while MPI spins in its blocking calls; run no more ranks than cores per host, "

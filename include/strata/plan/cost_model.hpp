@@ -253,9 +253,7 @@ class cost_model {
     if (layout.size() <= 1) return seconds;
     const int remote = c_.measured_on.ranks - layout.front();  // the ranks off rank 0's host
     const double left = seconds - crossings * remote * bytes * c_.across_hosts.seconds_per_byte();
-    // With one rank per host nothing was measured within a host (within_host is the link's).
-    const bool within_measured = std::ranges::max(layout) > 1;
-    return std::max(left, within_measured ? copies * bytes * c_.within_host.seconds_per_byte() : 0.0);
+    return std::max(left, c_.measured_within_host() ? copies * bytes * c_.within_host.seconds_per_byte() : 0.0);
   }
 
   // Each shard on its server, as the executor places them; per server, every worker's
