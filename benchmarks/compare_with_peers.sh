@@ -5,8 +5,8 @@
 #   - Fashion-MNIST training: examples/fashion_mnist vs peers/ddp_fashion_mnist.py; with
 #     TRAINER=build/examples/libtorch/libtorch_fashion_mnist the peer's libtorch twin instead
 #     (SYNC_ROUNDS=0 leaves out the ResNet-50 part)
-# Needs Debian's python3-torch and python3-torchvision, a build in ./build, and the peers
-# folder (default ../shared/peers; set PEERS to override).
+# Needs Debian's python3-torch and python3-torchvision (scripts/install_deps.sh --peers), a
+# build in ./build, and the peers folder (default ../shared/peers; set PEERS to override).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 peers=${PEERS:-../shared/peers}

@@ -22,6 +22,11 @@ install_conan() {
   if command -v pyenv >/dev/null; then pyenv rehash; fi  # the conan command of a pyenv Python
 }
 
+# --peers: also python3-torchvision, which the PyTorch DDP peers (../shared/peers) need for
+# ResNet-50 and VGG-16. It brings ffmpeg's libraries along, which nothing else needs, so the
+# tests and the demo do not install it.
+if [ "${1:-}" = "--peers" ]; then packages+=(python3-torchvision); fi
+
 # --if-missing: leave apt alone when every package is installed already (what test.sh and
 # demo.sh ask, so that each stands on its own on a fresh machine without updating apt every run).
 if [ "${1:-}" = "--if-missing" ]; then
