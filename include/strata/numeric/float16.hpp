@@ -106,36 +106,3 @@ using half = detail::float16_storage<detail::float_to_half_bits, detail::half_bi
 using bfloat16 = detail::float16_storage<detail::float_to_bfloat16_bits, detail::bfloat16_bits_to_float>;
 
 }  // namespace strata
-
-// Bulk conversions between float and a 16-bit type. The x86 F16C instructions convert
-// eight halves at a time; elsewhere the element-wise conversions (which the compiler
-// vectorizes for bfloat16's bit operations) are used.
-#if defined(__F16C__) && !defined(__CUDACC__)
-#include <immintrin.h>
-#endif
-
-namespace strata {
-
-template <class W>
-void narrow(const float* in, W* out, std::size_t n) {
-  std::size_t k = 0;
-#if defined(__F16C__) && !defined(__CUDACC__)
-  if constexpr (std::is_same_v<W, half>)
-    for (; k + 8 <= n; k += 8)
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + k), _mm256_cvtps_ph(_mm256_loadu_ps(in + k), _MM_FROUND_TO_NEAREST_INT));
-#endif
-  for (; k < n; ++k) out[k] = W(in[k]);
-}
-
-template <class W>
-void widen(const W* in, float* out, std::size_t n) {
-  std::size_t k = 0;
-#if defined(__F16C__) && !defined(__CUDACC__)
-  if constexpr (std::is_same_v<W, half>)
-    for (; k + 8 <= n; k += 8)
-      _mm256_storeu_ps(out + k, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + k))));
-#endif
-  for (; k < n; ++k) out[k] = static_cast<float>(in[k]);
-}
-
-}  // namespace strata

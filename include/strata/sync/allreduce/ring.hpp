@@ -31,6 +31,7 @@
 
 #include "strata/comm/communicator.hpp"
 #include "strata/model/huge_pages.hpp"
+#include "strata/numeric/lanes.hpp"
 #include "strata/sync/span_list.hpp"
 
 namespace strata::sync {
@@ -97,7 +98,8 @@ void scale_in_place(const span_list<T>& data, T scale) {
 /// Through a narrower wire type a rank's own value is scaled (and gets its error-feedback
 /// residual added) as it enters the sum, so no partial sum can overflow the wire type, and
 /// a value is rounded to W only when it is sent, the rounding error kept in the residual.
-/// The bulk operations keep their branches outside the loops, which then vectorize.
+/// In place, the loops keep their branches outside and vectorize; through a wire type each
+/// pass works on a register of values at a time (numeric/lanes.hpp).
 template <Element T, Element W = T>
 struct ring_codec {
   static constexpr bool in_place = std::is_same_v<T, W>;
@@ -109,7 +111,7 @@ struct ring_codec {
 
   /// This rank's own values `d` (elements from `at` on) enter the sum and are sent as `w`.
   void enter(std::span<T> d, std::span<W> w, std::size_t at) const {
-    if constexpr (!in_place) blocks(d, w, nullptr, at, false);
+    if constexpr (!in_place) encode(d, w, nullptr, at, false);
   }
 
   /// A partial sum `in` arrived for this rank's values `d`: add them, and encode the result
@@ -126,53 +128,44 @@ struct ring_codec {
       else
         for (std::size_t k = 0; k < d.size(); ++k) d[k] += in[k];
     } else {
-      blocks(d, w, in, at, complete);
+      encode(d, w, in, at, complete);
     }
   }
 
   /// A finished value arrived as `w`: store it in `d`.
   void store(std::span<T> d, std::span<const W> w) const {
     if constexpr (!in_place) {
-      widen(w.data(), d.data(), d.size());
-      probe(d.data(), d.size());
+      const bool flagged = lanes::for_each_step(d.size(), [&](std::size_t k, auto m) {
+        const lanes::floats value = lanes::widen<W>(lanes::load(w.data() + k, m));
+        lanes::store(value, d.data() + k, m);
+        return lanes::nonfinite(value);
+      });
+      nonfinite = nonfinite || flagged;
     }
   }
 
  private:
-  /// w = W(d * scale (+ residual) (+ in)), in blocks that stay in L1, with bulk
-  /// conversions. `keep_rounded`: d takes the rounded value everyone will hold; otherwise
-  /// d is left alone (the all-gather overwrites it).
-  void blocks(std::span<T> d, std::span<W> w, const W* in, std::size_t at, bool keep_rounded) const {
-    constexpr std::size_t block = 512;
-    float sum[block], rounded[block];
-    for (std::size_t b = 0; b < d.size(); b += block) {
-      const std::size_t m = std::min(block, d.size() - b);
-      const T* x = d.data() + b;
-      for (std::size_t k = 0; k < m; ++k) sum[k] = x[k] * scale;
-      if (!residual.empty())
-        for (std::size_t k = 0; k < m; ++k) sum[k] += residual[at + b + k];
-      if (in) {
-        widen(in + b, rounded, m);
-        for (std::size_t k = 0; k < m; ++k) sum[k] += rounded[k];
-      }
-      narrow(sum, w.data() + b, m);
-      if (residual.empty() && !keep_rounded) continue;
-      widen(w.data() + b, rounded, m);
-      if (!residual.empty())
-        for (std::size_t k = 0; k < m; ++k) residual[at + b + k] = sum[k] - rounded[k];
-      if (keep_rounded) {
-        std::copy_n(rounded, m, d.data() + b);
-        probe(rounded, m);
-      }
-    }
-  }
-
-  /// An all-ones exponent marks exactly NaN and infinity; an integer OR vectorizes, where a
-  /// floating-point reduction would be serialized.
-  void probe(const float* x, std::size_t n) const {
-    std::uint32_t special = 0;
-    for (std::size_t k = 0; k < n; ++k) special |= ~std::bit_cast<std::uint32_t>(x[k]) & 0x7f800000u ? 0u : 1u;
-    nonfinite = nonfinite || special != 0;
+  /// w = W(d * scale (+ residual) (+ in)), a register of values at a time, in one pass over memory.
+  /// `keep_rounded`: d takes the rounded value everyone will hold; otherwise d is left
+  /// alone (the all-gather overwrites it).
+  void encode(std::span<T> d, std::span<W> w, const W* in, std::size_t at, bool keep_rounded) const {
+    static_assert(std::is_same_v<T, float>, "a narrower wire type carries float values");
+    float* const kept = residual.empty() ? nullptr : residual.data() + at;
+    const float by = scale;  // a local: the stores into d could otherwise change the member
+    const bool flagged = lanes::for_each_step(d.size(), [&, by](std::size_t k, auto m) {
+      lanes::floats sum = lanes::load(d.data() + k, m) * by;
+      if (kept) sum += lanes::load(kept + k, m);
+      if (in) sum += lanes::widen<W>(lanes::load(in + k, m));
+      const lanes::bits16 sent = lanes::narrow<W>(sum);
+      lanes::store(sent, w.data() + k, m);
+      if (!kept && !keep_rounded) return lanes::mask{};
+      const lanes::floats rounded = lanes::widen<W>(sent);
+      if (kept) lanes::store(sum - rounded, kept + k, m);
+      if (!keep_rounded) return lanes::mask{};
+      lanes::store(rounded, d.data() + k, m);
+      return lanes::nonfinite(rounded);
+    });
+    nonfinite = nonfinite || flagged;
   }
 };
 
