@@ -96,12 +96,15 @@ TEST_CASE("mpi: compressed and partitioned strategies keep replicas bitwise iden
   CHECK_NOTHROW(conformance::replicas_stay_bitwise_identical<Ring, mpi::context, Partition<0>>(*context));
   CHECK_NOTHROW(conformance::replicas_stay_bitwise_identical<Tree, mpi::context, Compress<FP16, ErrorFeedback>>(*context));
   CHECK_NOTHROW(conformance::replicas_stay_bitwise_identical<Hierarchical, mpi::context, Compress<TopK<0.1>>>(*context));
+  CHECK_NOTHROW(conformance::replicas_stay_bitwise_identical<Hierarchical, mpi::context, Compress<BF16, ErrorFeedback>>(*context));
 }
 
 TEST_CASE("mpi: FP16 and BF16 averages are within rounding", "[mpi][compression]") {
   CHECK_NOTHROW(conformance::cast_compression_is_close<FP16, Ring>(*context, 2e-3));
   CHECK_NOTHROW(conformance::cast_compression_is_close<FP16, Native>(*context, 2e-3));
   CHECK_NOTHROW(conformance::cast_compression_is_close<BF16, Ring>(*context, 1.6e-2));
+  CHECK_NOTHROW(conformance::cast_compression_is_close<FP16, Hierarchical>(*context, 2e-3));
+  CHECK_NOTHROW(conformance::cast_compression_is_close<BF16, Tree>(*context, 1.6e-2));
 }
 
 TEST_CASE("mpi: parameter server push and pull over uneven shards", "[mpi][ps]") {

@@ -104,3 +104,22 @@ TEST_CASE("lanes flag NaN and infinities, in a full step and in a tail", "[lanes
     return lanes::nonfinite(lanes::load(finite.data() + k, m));
   }));
 }
+
+TEMPLATE_TEST_CASE("lanes::add sums 16-bit values rounded once, as their + does, in place too", "[lanes]", half, bfloat16) {
+  const std::vector<float> floats = probe_floats();
+  const std::size_t n = 2 * 4096 + 3;  // full steps and a tail
+  std::vector<TestType> a(n), b(n), sum(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    a[k] = TestType(floats[k % floats.size()] * 1e-3f);
+    b[k] = TestType(floats[(7 * k + 3) % floats.size()] * 1e-3f);
+  }
+  lanes::add(a.data(), b.data(), sum.data(), n);
+  for (std::size_t k = 0; k < n; ++k) {
+    const TestType expected = a[k] + b[k];
+    if (std::isnan(static_cast<float>(expected))) REQUIRE(std::isnan(static_cast<float>(sum[k])));
+    else REQUIRE(sum[k].bits == expected.bits);
+  }
+  lanes::add(a.data(), b.data(), a.data(), n);  // into one of its operands, as the all-reduces do
+  for (std::size_t k = 0; k < n; ++k)
+    if (!std::isnan(static_cast<float>(sum[k]))) REQUIRE(a[k].bits == sum[k].bits);
+}

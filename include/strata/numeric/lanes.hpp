@@ -117,6 +117,16 @@ bits16 narrow(floats v) {
   }
 }
 
+/// Whether T is one of the 16-bit floats the lanes convert.
+template <class T>
+inline constexpr bool is_float16 = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+
+/// The lanes' sums of two W, rounded to W once, as W's + rounds them.
+template <class W>
+bits16 add(bits16 a, bits16 b) {
+  return narrow<W>(widen<W>(a) + widen<W>(b));
+}
+
 /// All ones in the lanes that hold NaN or an infinity (an all-ones exponent), else zero.
 inline mask nonfinite(floats v) {
   return reinterpret_cast<mask>((reinterpret_cast<mask>(v) & 0x7f800000u) == 0x7f800000u);
@@ -135,6 +145,15 @@ bool for_each_step(std::size_t n, F&& f) {
   std::uint32_t any = 0;
   for (std::size_t j = 0; j < width; ++j) any |= flagged[j];
   return any != 0;
+}
+
+/// sum[i] = a[i] + b[i] over n values of W, each rounded once (sum may be a or b).
+template <class W>
+void add(const W* a, const W* b, W* sum, std::size_t n) {
+  for_each_step(n, [&](std::size_t k, auto m) {
+    store(add<W>(load(a + k, m), load(b + k, m)), sum + k, m);
+    return mask{};
+  });
 }
 
 }  // namespace strata::lanes

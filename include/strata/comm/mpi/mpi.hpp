@@ -33,6 +33,7 @@
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/shared_memory.hpp"
 #include "strata/error.hpp"
+#include "strata/numeric/lanes.hpp"
 #include "strata/trace/timeline.hpp"
 
 namespace strata::mpi {
@@ -71,9 +72,8 @@ inline MPI_Datatype datatype<bfloat16>() { return MPI_UINT16_T; }
 namespace detail {
 template <class T>
 void sum_into(void* in, void* inout, int* count, MPI_Datatype*) {
-  const T* a = static_cast<const T*>(in);
   T* b = static_cast<T*>(inout);
-  for (int i = 0; i < *count; ++i) b[i] += a[i];
+  lanes::add(b, static_cast<const T*>(in), b, static_cast<std::size_t>(*count));
 }
 }  // namespace detail
 

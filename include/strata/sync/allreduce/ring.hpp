@@ -117,7 +117,16 @@ struct ring_codec {
   /// A partial sum `in` arrived for this rank's values `d`: add them, and encode the result
   /// for sending as `w`. A complete sum is scaled (in place) or rounded for everyone.
   void add(std::span<T> d, std::span<W> w, const W* in, std::size_t at, bool complete) const {
-    if constexpr (in_place) {
+    if constexpr (in_place && lanes::is_float16<T>) {  // (16-bit sums: the conversions in registers)
+      if (complete && scale != T{1})
+        lanes::for_each_step(d.size(), [&, by = static_cast<float>(scale)](std::size_t k, auto m) {
+          const lanes::bits16 sum = lanes::add<T>(lanes::load(d.data() + k, m), lanes::load(in + k, m));
+          lanes::store(lanes::narrow<T>(lanes::widen<T>(sum) * by), d.data() + k, m);  // rounded, then scaled
+          return lanes::mask{};
+        });
+      else
+        lanes::add(d.data(), in, d.data(), d.size());
+    } else if constexpr (in_place) {
       if (complete && scale != T{1})  // one pass: a chunk of 1 MiB is not in L1 for a second
         for (std::size_t k = 0; k < d.size(); ++k) {
           T sum = d[k];

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "strata/comm/communicator.hpp"
+#include "strata/numeric/lanes.hpp"
 #include "strata/sync/span_list.hpp"
 
 namespace strata::sync {
@@ -31,6 +32,11 @@ namespace detail {
 // The lower rank's values first, so both partners compute the same sums bit for bit.
 template <Element T>
 void add_lower_rank_first(std::span<T> mine, std::span<const T> theirs, bool mine_is_lower) {
+  if constexpr (lanes::is_float16<T>) {  // (the conversions in registers)
+    if (mine_is_lower) lanes::add(mine.data(), theirs.data(), mine.data(), mine.size());
+    else lanes::add(theirs.data(), mine.data(), mine.data(), mine.size());
+    return;
+  }
   for (std::size_t i = 0; i < mine.size(); ++i) {
     T sum = mine_is_lower ? mine[i] : theirs[i];
     sum += mine_is_lower ? theirs[i] : mine[i];

@@ -75,7 +75,8 @@ class bucket_reducer<Compress<None>, Algorithm, C> {
 ///
 /// Over the ring the casts happen inside the ring, chunk by chunk while the chunk is in
 /// cache: a rank rounds what it sends, and the rank completing a sum rounds it once for
-/// everyone. Other algorithms cast the whole bucket before and after reducing it.
+/// everyone. Other algorithms cast the whole bucket before and after reducing it, with the
+/// ring's codec.
 template <class Wire, bool Feedback, class Algorithm, Communicator C>
 class cast_reducer {
  public:
@@ -85,15 +86,13 @@ class cast_reducer {
   bucket_result operator()(C& comm, const bucket_view& bucket, float scale) {
     const std::size_t n = bucket.grads.size();
     if constexpr (Feedback) residual_.resize(n, 0.0f);
+    const ring_codec<float, Wire> codec{scale, Feedback ? std::span<float>(residual_) : std::span<float>()};
     bucket_result result;
-    if constexpr (std::is_same_v<Algorithm, Ring>) {
-      const ring_codec<float, Wire> codec{scale, Feedback ? std::span<float>(residual_) : std::span<float>()};
+    if constexpr (std::is_same_v<Algorithm, Ring>)
       result.bytes_sent = ring_allreduce(comm, bucket.grads, codec, ring_, ring_shape<Wire>(options_));
-      if (codec.nonfinite) result.nonfinite = detail::find_nonfinite(bucket);  // only to name the variable
-    } else {
-      result.bytes_sent = cast_reduce_cast(comm, bucket, scale);
-      result.nonfinite = detail::find_nonfinite(bucket);
-    }
+    else
+      result.bytes_sent = cast_reduce_cast(comm, bucket, codec);
+    if (codec.nonfinite) result.nonfinite = detail::find_nonfinite(bucket);  // only to name the variable
     if (result.nonfinite && Feedback) std::ranges::fill(residual_, 0.0f);  // do not carry poison forward
     return result;
   }
@@ -103,21 +102,16 @@ class cast_reducer {
   std::span<float> residual_state(std::size_t n) requires Feedback { return detail::sized_residual(residual_, n); }
 
  private:
-  std::uint64_t cast_reduce_cast(C& comm, const bucket_view& bucket, float scale) {
+  std::uint64_t cast_reduce_cast(C& comm, const bucket_view& bucket, const ring_codec<float, Wire>& codec) {
     const std::size_t n = bucket.grads.size();
     wire_.resize(n);
+    const std::span<Wire> wire(wire_);
     bucket.grads.for_each(0, n, [&](std::size_t offset, std::span<float> s) {
-      for (std::size_t k = 0; k < s.size(); ++k) {
-        float value = s[k] * scale;
-        if constexpr (Feedback) value += residual_[offset + k];
-        const Wire w(value);
-        wire_[offset + k] = w;
-        if constexpr (Feedback) residual_[offset + k] = value - static_cast<float>(w);
-      }
+      codec.enter(s, wire.subspan(offset, s.size()), offset);
     });
-    const std::uint64_t bytes = reduce_(comm, span_list<Wire>({std::span<Wire>(wire_)}), Wire(1.0f));
+    const std::uint64_t bytes = reduce_(comm, span_list<Wire>({wire}), Wire(1.0f));
     bucket.grads.for_each(0, n, [&](std::size_t offset, std::span<float> s) {
-      for (std::size_t k = 0; k < s.size(); ++k) s[k] = static_cast<float>(wire_[offset + k]);
+      codec.store(s, wire.subspan(offset, s.size()));
     });
     return bytes;
   }
