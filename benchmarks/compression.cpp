@@ -3,8 +3,9 @@
 //
 //   mpirun -np 2 ./compression --model vgg16
 //   mpirun -np 2 ./compression --model resnet50 --codecs fp16,bf16     # fp32 is always timed
+//   mpirun -np 4 ./compression --model resnet50 --algorithm hierarchical
 //
-// Every codec runs over strata's ring with 25 MiB buckets; the optimizer is a no-op, so
+// Every codec runs over strata's ring (or --algorithm) with 25 MiB buckets; the optimizer is a no-op, so
 // only synchronization (encode, reduce, decode, error feedback) is timed. Convolution
 // weights are declared as matrices (out, in x k x k), as PowerSGD sees them; vectors go
 // uncompressed next to PowerSGD (vector_strategy_t).
@@ -58,7 +59,9 @@ codec_run make_run(std::string name, mpi::context& ctx, const std::vector<bench:
           }};
 }
 
-void run_model(mpi::context& ctx, const std::string& model_name, int rounds, const std::vector<std::string>& codecs) {
+template <class Algorithm>
+void run_model(mpi::context& ctx, const std::string& model_name, int rounds, const std::vector<std::string>& codecs,
+               const std::string& algorithm) {
   const auto shapes = model_name == "vgg16" ? bench::vgg16_shapes() : bench::resnet50_shapes();
   if (model_name == "vgg16") bench::expect_size(shapes, 32, 138'357'544);
   else bench::expect_size(shapes, 161, 25'557'032);
@@ -72,7 +75,7 @@ void run_model(mpi::context& ctx, const std::string& model_name, int rounds, con
   }
   executor_options options;
   options.compression.powersgd_warmup_steps = 0;
-  using R = AllReduce<Ring>;
+  using R = AllReduce<Algorithm>;
   const auto chosen = [&](const char* codec) { return std::ranges::find(codecs, codec) != codecs.end(); };
   std::vector<codec_run> runs;
   runs.push_back(make_run<Strategy<R>>("fp32", ctx, shapes, params, grads, options));  // the baseline, always
@@ -94,8 +97,8 @@ void run_model(mpi::context& ctx, const std::string& model_name, int rounds, con
   if (ctx.rank() == 0) {
     std::size_t total = 0;
     for (const auto& s : shapes) total += s.elements();
-    fmt::print("{}: {} tensors, {} parameters; {} ranks; 25 MiB buckets; medians of {} rounds\n", model_name, shapes.size(),
-               total, ctx.size(), rounds);
+    fmt::print("{}: {} tensors, {} parameters; {} ranks; AllReduce<{}>; 25 MiB buckets; medians of {} rounds\n", model_name,
+               shapes.size(), total, ctx.size(), algorithm, rounds);
     fmt::print("  {:<16} {:>10} {:>14} {:>10} {:>10}\n", "codec", "ms", "MiB sent/rank", "time/fp32", "bytes/fp32");
   }
   for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -108,7 +111,8 @@ void run_model(mpi::context& ctx, const std::string& model_name, int rounds, con
   }
   if (ctx.rank() != 0) return;
   // The codecs left out (--codecs) are left out of the summary too.
-  std::string line = fmt::format("summary: model={} ranks={} fp32_ms={:.2f}", model_name, ctx.size(), base_ms);
+  std::string line =
+      fmt::format("summary: model={} ranks={} algorithm={} fp32_ms={:.2f}", model_name, ctx.size(), algorithm, base_ms);
   const auto time_ratio = [&](const char* key, const char* run) {
     if (ratios.contains(run)) line += fmt::format(" {}_time_ratio={:.3f}", key, ratios[run].first);
   };
@@ -135,6 +139,9 @@ int main(int argc, char** argv) {
   examples::number(app, "--rounds", rounds, 1, 1000, "interleaved rounds (medians are taken over them)");
   std::vector<std::string> codecs = {"fp16", "bf16", "topk", "powersgd"};
   app.add_option("--model", models, "resnet50 and/or vgg16")->check(CLI::IsMember({"resnet50", "vgg16"}));
+  std::string algorithm = "ring";
+  app.add_option("--algorithm", algorithm, "the all-reduce every codec runs over: ring (default) or hierarchical")
+      ->check(CLI::IsMember({"ring", "hierarchical"}));
   app.add_option("--codecs", codecs, "the codecs timed against fp32 (default: all)")
       ->check(CLI::IsMember({"fp16", "bf16", "topk", "powersgd"}))
       ->delimiter(',');
@@ -143,5 +150,8 @@ int main(int argc, char** argv) {
     models = {"resnet50"};
     rounds = 2;
   }
-  for (const auto& m : models) run_model(ctx, m, rounds, codecs);
+  for (const auto& m : models) {
+    if (algorithm == "ring") run_model<Ring>(ctx, m, rounds, codecs, "Ring");
+    else run_model<Hierarchical>(ctx, m, rounds, codecs, "Hierarchical");
+  }
 }
