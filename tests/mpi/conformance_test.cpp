@@ -96,7 +96,8 @@ TEST_CASE("mpi: compressed and partitioned strategies keep replicas bitwise iden
   CHECK_NOTHROW(conformance::replicas_stay_bitwise_identical<Ring, mpi::context, Partition<0>>(*context));
   CHECK_NOTHROW(conformance::replicas_stay_bitwise_identical<Tree, mpi::context, Compress<FP16, ErrorFeedback>>(*context));
   CHECK_NOTHROW(conformance::replicas_stay_bitwise_identical<Hierarchical, mpi::context, Compress<TopK<0.1>>>(*context));
-  CHECK_NOTHROW(conformance::replicas_stay_bitwise_identical<Hierarchical, mpi::context, Compress<BF16, ErrorFeedback>>(*context));
+  CHECK_NOTHROW(
+      conformance::replicas_stay_bitwise_identical<Hierarchical, mpi::context, Compress<BF16, ErrorFeedback>>(*context));
 }
 
 TEST_CASE("mpi: FP16 and BF16 averages are within rounding", "[mpi][compression]") {

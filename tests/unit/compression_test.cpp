@@ -1,9 +1,12 @@
 // Compression: the 16-bit types, each codec's numerics against a reference, the
 // error-feedback invariant, overflow, non-finite gradients, and composition with buckets,
 // accumulation and partitioning.
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <random>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -67,6 +70,71 @@ std::vector<std::vector<float>> reduce_bucket(int ranks, std::size_t n, auto fil
 }
 
 }  // namespace
+
+namespace {
+
+/// The ring codec's steps written one value at a time: scaled, plus the residual, plus what
+/// arrived, rounded to W; the residual keeps what rounding lost; a complete sum keeps the
+/// rounded value. (Built for the default target, without FMA, the two agree bit for bit.)
+template <class W>
+void codec_step_by_value(std::vector<float>& d, std::vector<W>& w, const W* in, std::vector<float>* residual,
+                         float scale, bool complete) {
+  for (std::size_t k = 0; k < d.size(); ++k) {
+    float value = d[k] * scale;
+    if (residual) value += (*residual)[k];
+    if (in) value += static_cast<float>(in[k]);
+    w[k] = W(value);
+    if (residual) (*residual)[k] = value - static_cast<float>(w[k]);
+    if (complete) d[k] = static_cast<float>(w[k]);
+  }
+}
+
+template <class W>
+void codec_matches_value_by_value(bool feedback) {
+  for (const std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{64}, std::size_t{1003}}) {
+    std::mt19937 engine(static_cast<unsigned>(n));
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    std::vector<float> d(n), residual(n), expected_residual;
+    std::vector<W> in(n), w(n), expected_w(n);
+    for (std::size_t k = 0; k < n; ++k) {
+      d[k] = normal(engine);
+      in[k] = W(normal(engine));
+      residual[k] = feedback ? normal(engine) * 1e-3f : 0.0f;
+    }
+    if (n > 3) d[3] = std::numeric_limits<float>::infinity();  // flagged once the sum completes
+    expected_residual = residual;
+    std::vector<float> expected_d = d;
+    const sync::ring_codec<float, W> codec{0.25f, feedback ? std::span<float>(residual) : std::span<float>()};
+    std::vector<float>* const kept = feedback ? &expected_residual : nullptr;
+    INFO("n = " << n << (feedback ? ", error feedback" : ""));
+    codec.enter(d, w, 0);
+    codec_step_by_value(expected_d, expected_w, static_cast<const W*>(nullptr), kept, 0.25f, false);
+    for (const bool complete : {false, true}) {
+      codec.add(d, w, in.data(), 0, complete);
+      codec_step_by_value(expected_d, expected_w, in.data(), kept, 0.25f, complete);
+      for (std::size_t k = 0; k < n; ++k) {
+        REQUIRE(w[k].bits == expected_w[k].bits);
+        REQUIRE(std::bit_cast<std::uint32_t>(d[k]) == std::bit_cast<std::uint32_t>(expected_d[k]));
+        if (feedback && std::isfinite(expected_residual[k])) REQUIRE(residual[k] == expected_residual[k]);
+      }
+    }
+    CHECK(codec.nonfinite == (n > 3));
+    std::ranges::fill(d, 0.0f);
+    const sync::ring_codec<float, W> decoder{};
+    decoder.store(d, w);
+    for (std::size_t k = 0; k < n; ++k)
+      REQUIRE(std::bit_cast<std::uint32_t>(d[k]) == std::bit_cast<std::uint32_t>(static_cast<float>(w[k])));
+    CHECK(decoder.nonfinite == (n > 3));
+  }
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("the ring's 16-bit codec computes what its steps do value by value", "[compression]", half,
+                   bfloat16) {
+  codec_matches_value_by_value<TestType>(false);
+  codec_matches_value_by_value<TestType>(true);
+}
 
 TEST_CASE("FP16 and BF16 average within the wire type's rounding, identically on every rank", "[compression]") {
   auto fill = [](int rank, std::vector<float>& g) {

@@ -97,7 +97,9 @@ TEST_CASE("lanes flag NaN and infinities, in a full step and in a tail", "[lanes
     for (const std::size_t at : {std::size_t{0}, lanes::width + 1, n - 1}) {
       std::vector<float> v(n, 3.0f);
       v[at] = special;
-      CHECK(lanes::for_each_step(n, [&](std::size_t k, auto m) { return lanes::nonfinite(lanes::load(v.data() + k, m)); }));
+      CHECK(lanes::for_each_step(n, [&](std::size_t k, auto m) {
+        return lanes::nonfinite(lanes::load(v.data() + k, m));
+      }));
     }
   std::vector<float> finite = {std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(), 0x1p-149f};
   CHECK_FALSE(lanes::for_each_step(finite.size(), [&](std::size_t k, auto m) {
@@ -105,7 +107,8 @@ TEST_CASE("lanes flag NaN and infinities, in a full step and in a tail", "[lanes
   }));
 }
 
-TEMPLATE_TEST_CASE("lanes::add sums 16-bit values rounded once, as their + does, in place too", "[lanes]", half, bfloat16) {
+TEMPLATE_TEST_CASE("lanes::add sums 16-bit values rounded once, as their + does, in place too", "[lanes]", half,
+                   bfloat16) {
   const std::vector<float> floats = probe_floats();
   const std::size_t n = 2 * 4096 + 3;  // full steps and a tail
   std::vector<TestType> a(n), b(n), sum(n);

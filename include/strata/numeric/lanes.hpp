@@ -2,7 +2,7 @@
 // A vector register's worth of floats (GCC's and Clang's vector extensions), and their
 // conversions to and from a 16-bit wire type in registers. A loop that scales, sums,
 // rounds and keeps the rounding error with them reads and writes memory once; converting
-// through a buffer costs a pass per conversion (the ring's FP16 sums took 2.5-3x as long).
+// through a buffer costs a pass per conversion (the ring's FP16 sums took 2-4x as long).
 // x86's F16C converts eight halves in one instruction; bfloat16's rounding is integer
 // arithmetic on all lanes at once; without F16C a half is converted lane by lane. Host code.
 //
@@ -15,6 +15,10 @@
 #include <type_traits>
 
 #include "strata/numeric/float16.hpp"
+
+#if defined(__CUDACC__)
+#error "strata/numeric/lanes.hpp is host code; a GPU converts with its own instructions (strata/cuda/cast.cuh)"
+#endif
 
 #if defined(__F16C__) && defined(__AVX__)
 #include <immintrin.h>
@@ -36,13 +40,20 @@ using bits16 = std::uint16_t __attribute__((vector_size(width * sizeof(std::uint
 /// single vector moves), a std::size_t under `width` for a tail.
 using full = std::integral_constant<std::size_t, width>;
 
+/// Whether T is one of the 16-bit floats the lanes convert. (Their bits, a uint16_t member,
+/// are what the 16-bit vectors load and store.)
+template <class T>
+inline constexpr bool is_float16 = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+
 namespace detail {
 // A full step moves whole vectors through types of the elements' own alignment, which
 // (unlike memcpy) tell the compiler that a store of floats changes no pointer or mask that
 // the loop keeps in a register. A tail is copied through memory.
-using floats_unaligned = float __attribute__((vector_size(width * sizeof(float)), aligned(alignof(float))));
-using bits16_unaligned =
-    std::uint16_t __attribute__((vector_size(width * sizeof(std::uint16_t)), aligned(alignof(std::uint16_t))));
+// (typedef, not using: Clang drops `aligned` from an alias declaration.)
+typedef float floats_unaligned __attribute__((vector_size(width * sizeof(float)), aligned(alignof(float))));
+typedef std::uint16_t bits16_unaligned
+    __attribute__((vector_size(width * sizeof(std::uint16_t)), aligned(alignof(std::uint16_t))));
+static_assert(alignof(floats_unaligned) == alignof(float) && alignof(bits16_unaligned) == alignof(std::uint16_t));
 
 template <class V>
 V tail_in(const void* p, std::size_t bytes) {
@@ -71,13 +82,13 @@ void store(floats v, float* p, M m = {}) {
 /// The bits of `m` 16-bit values from `p`; the lanes from m on are zero.
 template <class W, class M = full>
 bits16 load(const W* p, M m = {}) {
-  static_assert(sizeof(W) == sizeof(std::uint16_t));
+  static_assert(is_float16<W>, "the lanes convert half and bfloat16");
   if constexpr (std::is_same_v<M, full>) return *reinterpret_cast<const detail::bits16_unaligned*>(p);
   else return detail::tail_in<bits16>(p, m * sizeof(W));
 }
 template <class W, class M = full>
 void store(bits16 bits, W* p, M m = {}) {
-  static_assert(sizeof(W) == sizeof(std::uint16_t));
+  static_assert(is_float16<W>, "the lanes convert half and bfloat16");
   if constexpr (std::is_same_v<M, full>) *reinterpret_cast<detail::bits16_unaligned*>(p) = bits;
   else detail::tail_out(bits, p, m * sizeof(W));
 }
@@ -116,10 +127,6 @@ bits16 narrow(floats v) {
 #endif
   }
 }
-
-/// Whether T is one of the 16-bit floats the lanes convert.
-template <class T>
-inline constexpr bool is_float16 = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 
 /// The lanes' sums of two W, rounded to W once, as W's + rounds them.
 template <class W>

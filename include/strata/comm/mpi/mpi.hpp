@@ -81,7 +81,7 @@ void sum_into(void* in, void* inout, int* count, MPI_Datatype*) {
 /// operation created once on first use.
 template <Element T>
 MPI_Op sum_op() {
-  if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
+  if constexpr (lanes::is_float16<T>) {
     static const MPI_Op op = [] {
       MPI_Op created = MPI_OP_NULL;
       check(MPI_Op_create(&detail::sum_into<T>, /*commute=*/1, &created), "MPI_Op_create");

@@ -158,10 +158,12 @@ struct ring_codec {
   /// `keep_rounded`: d takes the rounded value everyone will hold; otherwise d is left
   /// alone (the all-gather overwrites it).
   void encode(std::span<T> d, std::span<W> w, const W* in, std::size_t at, bool keep_rounded) const {
-    static_assert(std::is_same_v<T, float>, "a narrower wire type carries float values");
+    static_assert(std::is_same_v<T, float> && lanes::is_float16<W>, "a 16-bit wire type carries float values");
     float* const kept = residual.empty() ? nullptr : residual.data() + at;
     const float by = scale;  // a local: the stores into d could otherwise change the member
     const bool flagged = lanes::for_each_step(d.size(), [&, by](std::size_t k, auto m) {
+      // (The compiler may fuse the scaling and the first sum into one multiply-add, which
+      // rounds once: as exact or more, and the same on every rank of a job.)
       lanes::floats sum = lanes::load(d.data() + k, m) * by;
       if (kept) sum += lanes::load(kept + k, m);
       if (in) sum += lanes::widen<W>(lanes::load(in + k, m));

@@ -35,12 +35,12 @@ void add_lower_rank_first(std::span<T> mine, std::span<const T> theirs, bool min
   if constexpr (lanes::is_float16<T>) {  // (the conversions in registers)
     if (mine_is_lower) lanes::add(mine.data(), theirs.data(), mine.data(), mine.size());
     else lanes::add(theirs.data(), mine.data(), mine.data(), mine.size());
-    return;
-  }
-  for (std::size_t i = 0; i < mine.size(); ++i) {
-    T sum = mine_is_lower ? mine[i] : theirs[i];
-    sum += mine_is_lower ? theirs[i] : mine[i];
-    mine[i] = sum;
+  } else {
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      T sum = mine_is_lower ? mine[i] : theirs[i];
+      sum += mine_is_lower ? theirs[i] : mine[i];
+      mine[i] = sum;
+    }
   }
 }
 
