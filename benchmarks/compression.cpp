@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -31,15 +32,18 @@ namespace {
 
 using namespace strata;
 
+/// The codecs that can be timed against fp32, as --codecs and the summary name them.
+const std::vector<std::string> compressed_codecs = {"fp16", "bf16", "topk", "powersgd"};
+
 /// One codec's executor over the shared gradient buffers.
 struct codec_run {
-  std::string name;
+  std::string key, name;                // as the summary names it, as the table shows it
   std::function<std::uint64_t()> step;  // returns bytes sent
   std::vector<std::uint64_t> bytes;
 };
 
 template <class S>
-codec_run make_run(std::string name, mpi::context& ctx, const std::vector<bench::tensor_shape>& shapes,
+codec_run make_run(std::string key, std::string name, mpi::context& ctx, const std::vector<bench::tensor_shape>& shapes,
                    std::vector<strata::host_vector<float>>& params, std::vector<strata::host_vector<float>>& grads,
                    const executor_options& options) {
   using V = vector_strategy_t<S>;
@@ -53,7 +57,7 @@ codec_run make_run(std::string name, mpi::context& ctx, const std::vector<bench:
   }
   auto exec = std::make_shared<executor<mpi::context, model_of<S, V>, bench::no_update>>(ctx, *model, bench::no_update{}, options);
   const std::size_t n = shapes.size();
-  return {std::move(name), [model, exec, n] {
+  return {std::move(key), std::move(name), [model, exec, n] {
             for (std::size_t i = n; i-- > 0;) exec->grad_ready(variable_id{i});
             return exec->step().bytes_sent;
           }};
@@ -76,16 +80,16 @@ void run_model(mpi::context& ctx, const std::string& model_name, int rounds, con
   executor_options options;
   options.compression.powersgd_warmup_steps = 0;
   using R = AllReduce<Algorithm>;
-  const auto chosen = [&](const char* codec) { return std::ranges::find(codecs, codec) != codecs.end(); };
   std::vector<codec_run> runs;
-  runs.push_back(make_run<Strategy<R>>("fp32", ctx, shapes, params, grads, options));  // the baseline, always
-  if (chosen("fp16")) runs.push_back(make_run<Strategy<R, Compress<FP16>>>("FP16", ctx, shapes, params, grads, options));
-  if (chosen("bf16")) runs.push_back(make_run<Strategy<R, Compress<BF16>>>("BF16", ctx, shapes, params, grads, options));
-  if (chosen("topk"))
-    runs.push_back(make_run<Strategy<R, Compress<TopK<0.01>, ErrorFeedback>>>("TopK<0.01>+EF", ctx, shapes, params, grads, options));
-  if (chosen("powersgd"))
-    runs.push_back(
-        make_run<Strategy<R, Compress<PowerSGD<4>, ErrorFeedback>>>("PowerSGD<4>+EF", ctx, shapes, params, grads, options));
+  const auto time = [&]<class S>(std::type_identity<S>, std::string key, std::string name) {
+    if (key == "fp32" || std::ranges::find(codecs, key) != codecs.end())
+      runs.push_back(make_run<S>(std::move(key), std::move(name), ctx, shapes, params, grads, options));
+  };
+  time(std::type_identity<Strategy<R>>{}, "fp32", "fp32");  // the baseline, always
+  time(std::type_identity<Strategy<R, Compress<FP16>>>{}, "fp16", "FP16");
+  time(std::type_identity<Strategy<R, Compress<BF16>>>{}, "bf16", "BF16");
+  time(std::type_identity<Strategy<R, Compress<TopK<0.01>, ErrorFeedback>>>{}, "topk", "TopK<0.01>+EF");
+  time(std::type_identity<Strategy<R, Compress<PowerSGD<4>, ErrorFeedback>>>{}, "powersgd", "PowerSGD<4>+EF");
 
   std::vector<bench::contender> contenders;
   for (auto& run : runs) contenders.push_back({run.name, [&run] { run.bytes.push_back(run.step()); }});
@@ -93,18 +97,18 @@ void run_model(mpi::context& ctx, const std::string& model_name, int rounds, con
 
   const double base_ms = 1e3 * bench::median(contenders[0].seconds);
   const double base_bytes = static_cast<double>(runs[0].bytes.back());
-  std::map<std::string, std::pair<double, double>> ratios;  // time, bytes
+  std::map<std::string, std::pair<double, double>> ratios;  // by key: time, bytes
   if (ctx.rank() == 0) {
     std::size_t total = 0;
     for (const auto& s : shapes) total += s.elements();
-    fmt::print("{}: {} tensors, {} parameters; {} ranks; AllReduce<{}>; 25 MiB buckets; medians of {} rounds\n", model_name,
-               shapes.size(), total, ctx.size(), algorithm, rounds);
+    fmt::print("{}: {} tensors, {} parameters; {} ranks; AllReduce<{}>; 25 MiB buckets; medians of {} rounds\n",
+               model_name, shapes.size(), total, ctx.size(), algorithm, rounds);
     fmt::print("  {:<16} {:>10} {:>14} {:>10} {:>10}\n", "codec", "ms", "MiB sent/rank", "time/fp32", "bytes/fp32");
   }
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const double ms = 1e3 * bench::median(contenders[i].seconds);
     const double bytes = static_cast<double>(runs[i].bytes.back());
-    ratios[runs[i].name] = {ms / base_ms, bytes / base_bytes};
+    ratios[runs[i].key] = {ms / base_ms, bytes / base_bytes};
     if (ctx.rank() == 0)
       fmt::print("  {:<16} {:>10.2f} {:>14.2f} {:>10.3f} {:>10.4f}\n", runs[i].name, ms, bytes / (1 << 20), ms / base_ms,
                  bytes / base_bytes);
@@ -113,17 +117,11 @@ void run_model(mpi::context& ctx, const std::string& model_name, int rounds, con
   // The codecs left out (--codecs) are left out of the summary too.
   std::string line =
       fmt::format("summary: model={} ranks={} algorithm={} fp32_ms={:.2f}", model_name, ctx.size(), algorithm, base_ms);
-  const auto time_ratio = [&](const char* key, const char* run) {
-    if (ratios.contains(run)) line += fmt::format(" {}_time_ratio={:.3f}", key, ratios[run].first);
-  };
-  time_ratio("fp16", "FP16");
-  time_ratio("bf16", "BF16");
-  time_ratio("topk", "TopK<0.01>+EF");
-  time_ratio("powersgd", "PowerSGD<4>+EF");
-  if (ratios.contains("FP16")) line += fmt::format(" fp16_bytes_ratio={:.3f}", ratios["FP16"].second);
-  if (ratios.contains("TopK<0.01>+EF")) line += fmt::format(" topk_bytes_reduction={:.1f}", 1.0 / ratios["TopK<0.01>+EF"].second);
-  if (ratios.contains("PowerSGD<4>+EF"))
-    line += fmt::format(" powersgd_bytes_reduction={:.1f}", 1.0 / ratios["PowerSGD<4>+EF"].second);
+  for (std::size_t i = 1; i < runs.size(); ++i)
+    line += fmt::format(" {}_time_ratio={:.3f}", runs[i].key, ratios[runs[i].key].first);
+  if (ratios.contains("fp16")) line += fmt::format(" fp16_bytes_ratio={:.3f}", ratios["fp16"].second);
+  for (const char* key : {"topk", "powersgd"})
+    if (ratios.contains(key)) line += fmt::format(" {}_bytes_reduction={:.1f}", key, 1.0 / ratios[key].second);
   fmt::print("{}\n", line);
 }
 
@@ -137,13 +135,13 @@ int main(int argc, char** argv) {
   CLI::App app{"gradient compression: bytes and synchronization time per codec"};
   app.add_flag("--quick", quick, "ResNet-50 only, 2 rounds (smoke test)");
   examples::number(app, "--rounds", rounds, 1, 1000, "interleaved rounds (medians are taken over them)");
-  std::vector<std::string> codecs = {"fp16", "bf16", "topk", "powersgd"};
+  std::vector<std::string> codecs = compressed_codecs;
   app.add_option("--model", models, "resnet50 and/or vgg16")->check(CLI::IsMember({"resnet50", "vgg16"}));
   std::string algorithm = "ring";
   app.add_option("--algorithm", algorithm, "the all-reduce every codec runs over: ring (default) or hierarchical")
       ->check(CLI::IsMember({"ring", "hierarchical"}));
   app.add_option("--codecs", codecs, "the codecs timed against fp32 (default: all)")
-      ->check(CLI::IsMember({"fp16", "bf16", "topk", "powersgd"}))
+      ->check(CLI::IsMember(compressed_codecs))
       ->delimiter(',');
   if (const auto status = examples::parse(app, argc, argv, "compression", ctx.rank())) return *status;
   if (quick) {
