@@ -257,10 +257,7 @@ class communicator {
       std::vector<T> sum(data.size(), T{});
       for (int r = 0; r < size(); ++r) {
         const std::span<const T> contribution = r == rank_ ? data : from(r);
-        if constexpr (lanes::is_float16<T>)  // as the MPI backend's sum operation
-          lanes::add(sum.data(), contribution.data(), sum.data(), data.size());
-        else
-          for (std::size_t i = 0; i < data.size(); ++i) sum[i] += contribution[i];
+        lanes::add(sum.data(), contribution.data(), sum.data(), data.size());  // as the MPI backend sums
       }
       std::copy(sum.begin(), sum.end(), data.begin());
     };

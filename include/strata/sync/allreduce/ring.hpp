@@ -98,8 +98,8 @@ void scale_in_place(const span_list<T>& data, T scale) {
 /// Through a narrower wire type a rank's own value is scaled (and gets its error-feedback
 /// residual added) as it enters the sum, so no partial sum can overflow the wire type, and
 /// a value is rounded to W only when it is sent, the rounding error kept in the residual.
-/// In place, the loops keep their branches outside and vectorize; through a wire type each
-/// pass works on a register of values at a time (numeric/lanes.hpp).
+/// In place, the sums are lanes::add's; through a wire type each pass works on a register of
+/// values at a time (numeric/lanes.hpp).
 template <Element T, Element W = T>
 struct ring_codec {
   static constexpr bool in_place = std::is_same_v<T, W>;
@@ -117,25 +117,8 @@ struct ring_codec {
   /// A partial sum `in` arrived for this rank's values `d`: add them, and encode the result
   /// for sending as `w`. A complete sum is scaled (in place) or rounded for everyone.
   void add(std::span<T> d, std::span<W> w, const W* in, std::size_t at, bool complete) const {
-    if constexpr (in_place && lanes::is_float16<T>) {  // (16-bit sums: the conversions in registers)
-      if (complete && scale != T{1})
-        lanes::for_each_step(d.size(), [&, by = static_cast<float>(scale)](std::size_t k, auto m) {
-          const lanes::bits16 sum = lanes::add<T>(lanes::load(d.data() + k, m), lanes::load(in + k, m));
-          lanes::store(lanes::narrow<T>(lanes::widen<T>(sum) * by), d.data() + k, m);  // rounded, then scaled
-          return lanes::mask{};
-        });
-      else
-        lanes::add(d.data(), in, d.data(), d.size());
-    } else if constexpr (in_place) {
-      if (complete && scale != T{1})  // one pass: a chunk of 1 MiB is not in L1 for a second
-        for (std::size_t k = 0; k < d.size(); ++k) {
-          T sum = d[k];
-          sum += in[k];  // rounded to T, then scaled: as two passes would
-          sum *= scale;
-          d[k] = sum;
-        }
-      else
-        for (std::size_t k = 0; k < d.size(); ++k) d[k] += in[k];
+    if constexpr (in_place) {
+      lanes::add(d.data(), in, d.data(), d.size(), complete ? scale : T{1});
     } else {
       encode(d, w, in, at, complete);
     }

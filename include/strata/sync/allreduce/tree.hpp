@@ -32,16 +32,9 @@ namespace detail {
 // The lower rank's values first, so both partners compute the same sums bit for bit.
 template <Element T>
 void add_lower_rank_first(std::span<T> mine, std::span<const T> theirs, bool mine_is_lower) {
-  if constexpr (lanes::is_float16<T>) {  // (the conversions in registers)
-    if (mine_is_lower) lanes::add(mine.data(), theirs.data(), mine.data(), mine.size());
-    else lanes::add(theirs.data(), mine.data(), mine.data(), mine.size());
-  } else {
-    for (std::size_t i = 0; i < mine.size(); ++i) {
-      T sum = mine_is_lower ? mine[i] : theirs[i];
-      sum += mine_is_lower ? theirs[i] : mine[i];
-      mine[i] = sum;
-    }
-  }
+  const T* lower = mine_is_lower ? mine.data() : theirs.data();
+  const T* higher = mine_is_lower ? theirs.data() : mine.data();
+  lanes::add(lower, higher, mine.data(), mine.size());
 }
 
 }  // namespace detail
