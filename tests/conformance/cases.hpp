@@ -6,10 +6,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -322,6 +325,56 @@ void cast_compression_is_close(Context& ctx, double relative_tolerance) {
     const double want = exact[i] / p;
     expect(std::abs(g[i] - want) <= relative_tolerance * want, "rank {}: element {} averaged to {}, exact {}",
            ctx.control().rank(), i, g[i], want);
+  }
+}
+
+/// FP16 / BF16 with error feedback over `Algorithm`, in buckets of two buffers: in every
+/// step the average plus what all ranks keep is what they put in (their scaled gradients
+/// plus what they kept the step before), to float rounding. So every rounding a rank made,
+/// of its own values or of a partial sum it forwarded, was kept. Replicas stay identical,
+/// and a gradient that is infinite on one rank is named on every rank.
+template <class Codec, class Algorithm, CommContext Context>
+void cast_feedback_keeps_what_rounding_lost(Context& ctx, const sync::allreduce_options& options) {
+  auto& comm = ctx.collectives();
+  using C = std::remove_reference_t<decltype(comm)>;
+  const int p = comm.size(), r = comm.rank();
+  const float scale = 1.0f / static_cast<float>(p);
+  std::mt19937 rng(31u + static_cast<unsigned>(r));
+  std::normal_distribution<float> normal;
+  for (const std::size_t n : {std::size_t{2}, std::size_t{7}, std::size_t{1003}, std::size_t{4099}}) {
+    std::vector<float> a(n / 3 + 1), b(n - a.size());
+    const std::vector<sync::bucket_item> items = {{"a", 0, a.size(), 1}, {"b", a.size(), b.size(), 1}};
+    const sync::span_list<float> grads({std::span<float>(a), std::span<float>(b)});
+    auto value = [&](std::size_t i) { return i < a.size() ? a[i] : b[i - a.size()]; };
+    sync::bucket_reducer<Compress<Codec, ErrorFeedback>, Algorithm, C> reduce(options, {}, items);
+    for (std::int64_t update = 1; update <= 3; ++update) {
+      for (float& x : a) x = normal(rng);
+      for (float& x : b) x = normal(rng);
+      // What the ranks put in, and its size (the sum of magnitudes), over all ranks.
+      std::vector<double> put_in(2 * n, 0.0);
+      for (std::size_t i = 0; i < n; ++i) {
+        const double kept = reduce.residual().empty() ? 0.0 : reduce.residual()[i];
+        put_in[i] = static_cast<double>(value(i)) * scale + kept;
+        put_in[n + i] = std::abs(put_in[i]);
+      }
+      ctx.control().allreduce_sum(std::span<double>(put_in));
+      const sync::bucket_result result = reduce(comm, sync::bucket_view{grads, items, update}, scale);
+      expect(!result.nonfinite, "rank {}: n={} a finite bucket was reported non-finite", r, n);
+      std::vector<double> kept(reduce.residual().begin(), reduce.residual().end());
+      expect(kept.size() == n, "rank {}: n={} a residual of {} elements", r, n, kept.size());
+      ctx.control().allreduce_sum(std::span<double>(kept));
+      for (std::size_t i = 0; i < n; ++i) {
+        const double lost = value(i) + kept[i] - put_in[i];
+        expect(std::abs(lost) <= 2e-6 * put_in[n + i] + 1e-12,
+               "rank {}: n={} update {} element {}: average {} plus the residuals {} misses what was put in, {}, by {}",
+               r, n, update, i, value(i), kept[i], put_in[i], lost);
+      }
+      expect_same_on_all_ranks(ctx, fingerprint(a) ^ (fingerprint(b) * 3), fmt::format("n={} average {}", n, update));
+    }
+    if (r == p - 1) b.back() = std::numeric_limits<float>::infinity();
+    const sync::bucket_result result = reduce(comm, sync::bucket_view{grads, items, 4}, scale);
+    expect(result.nonfinite == std::optional<std::string>("b"), "rank {}: n={} an infinite gradient of b was named {}",
+           r, n, result.nonfinite.value_or("nowhere"));
   }
 }
 

@@ -108,6 +108,14 @@ TEST_CASE("mpi: FP16 and BF16 averages are within rounding", "[mpi][compression]
   CHECK_NOTHROW(conformance::cast_compression_is_close<BF16, Tree>(*context, 1.6e-2));
 }
 
+TEST_CASE("mpi: error feedback keeps every rounding of the ring and of Hierarchical's rings", "[mpi][compression]") {
+  const sync::allreduce_options nodes{.ring_chunk_bytes = 10, .ranks_per_node = two_rank_nodes(),
+                                      .cross_node_chunk_bytes = 6, .hierarchical_piece_bytes = 300};
+  CHECK_NOTHROW(conformance::cast_feedback_keeps_what_rounding_lost<FP16, Hierarchical>(*context, nodes));
+  CHECK_NOTHROW(conformance::cast_feedback_keeps_what_rounding_lost<BF16, Hierarchical>(*context, nodes));
+  CHECK_NOTHROW(conformance::cast_feedback_keeps_what_rounding_lost<FP16, Ring>(*context, nodes));
+}
+
 TEST_CASE("mpi: parameter server push and pull over uneven shards", "[mpi][ps]") {
   CHECK_NOTHROW(conformance::ps_push_pull_uneven_shards(*context));
 }

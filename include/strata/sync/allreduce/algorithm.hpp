@@ -105,6 +105,11 @@ class allreduce<Ring, C, T> {
  public:
   explicit allreduce(const allreduce_options& o) : shape_(ring_shape<T>(o)) {}
   std::size_t operator()(C& comm, const span_list<T>& data, T scale) { return ring_allreduce(comm, data, scale, work_, shape_); }
+  /// Values of type V travelling as T, encoded and decoded by `codec` inside the ring.
+  template <Element V>
+  std::size_t operator()(C& comm, const span_list<V>& data, const ring_codec<V, T>& codec) {
+    return ring_allreduce(comm, data, codec, work_, shape_);
+  }
 
  private:
   ring_pipeline shape_;
@@ -135,9 +140,12 @@ class allreduce<Hierarchical, C, T> {
         across_{o.cross_node_chunk_bytes / sizeof(T), o.cross_node_window, o.shared_memory_max_bytes / sizeof(T),
                 o.shared_memory_chunk_bytes / sizeof(T)},
         piece_elements_(o.hierarchical_piece_bytes / sizeof(T)) {}
-  std::size_t operator()(C& comm, const span_list<T>& data, T scale) {
+  std::size_t operator()(C& comm, const span_list<T>& data, T scale) { return (*this)(comm, data, ring_codec<T>{scale, {}}); }
+  /// Values of type V travelling as T, encoded and decoded by `codec` inside the rings.
+  template <Element V>
+  std::size_t operator()(C& comm, const span_list<V>& data, const ring_codec<V, T>& codec) {
     if (!groups_) groups_ = split_by_node(comm, ranks_per_node_);
-    return hierarchical_allreduce(*groups_, data, scale, work_, within_, across_, piece_elements_);
+    return hierarchical_allreduce(*groups_, data, codec, work_, within_, across_, piece_elements_);
   }
 
  private:

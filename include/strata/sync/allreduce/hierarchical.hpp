@@ -7,7 +7,9 @@
 //
 // The cross-node ring computes every element's result on one rank and the rest is copies,
 // so all ranks end bitwise identical. The buffer goes through these phases in pieces, the
-// rings within and between nodes running at once on different pieces.
+// rings within and between nodes running at once on different pieces. Through a 16-bit
+// wire type every ring encodes and decodes its chunks as the flat ring does, while they
+// are in cache: no pass over the whole buffer before or after.
 #include <algorithm>
 #include <cstddef>
 #include <map>
@@ -20,6 +22,7 @@
 
 #include "strata/comm/communicator.hpp"
 #include "strata/error.hpp"
+#include "strata/model/huge_pages.hpp"
 #include "strata/sync/allreduce/ring.hpp"
 #include "strata/sync/span_list.hpp"
 
@@ -63,65 +66,99 @@ node_groups<C> split_by_node(C& comm, int ranks_per_node) {
 }
 
 /// Reusable state of a hierarchical all-reduce: one ring workspace per communicator, since
-/// a ring within the node and one between nodes run at once.
-template <Communicator C, Element T>
+/// a ring within the node and one between nodes run at once; and, through a wire type, the
+/// whole buffer as it travels, which both rings of a piece use (see hierarchical_allreduce).
+template <Communicator C, Element W>
 struct hierarchical_workspace {
-  ring_workspace<C, T> within, across;
+  ring_workspace<C, W> within, across;
+  host_vector<W> wire;
 };
 
 namespace detail {
 
+/// Each ring's codec, from the caller's over the whole buffer. In place the ring between
+/// nodes scales the sums it completes. Through a wire type a value is scaled (and gets its
+/// residual) as it enters the sum within the node, and the ring between nodes adds the
+/// nodes' rounded sums, rounding again: both keep what rounding lost in the caller's
+/// residual, so error feedback carries every rounding this rank made. The rings' wire
+/// buffers are pieces of one: the values the ring between nodes leaves in a share are the
+/// ones the node's all-gather sends.
+template <Element T, Element W>
+struct hierarchical_codecs {
+  static constexpr bool in_place = ring_codec<T, W>::in_place;
+  const ring_codec<T, W>& whole;
+  std::span<W> wire;  // as long as the buffer through a wire type; empty in place
+
+  ring_codec<T, W> within(std::size_t at, std::size_t n) const { return part(at, n, !in_place); }
+  ring_codec<T, W> across(std::size_t at, std::size_t n) const { return part(at, n, in_place); }
+  std::span<W> wire_of(std::size_t at, std::size_t n) const { return in_place ? wire : wire.subspan(at, n); }
+  /// A ring has finished: a non-finite value it saw reaches the caller's codec.
+  void finished(const ring_codec<T, W>& ring) const { whole.nonfinite = whole.nonfinite || ring.nonfinite; }
+
+ private:
+  ring_codec<T, W> part(std::size_t at, std::size_t n, bool scaled) const {
+    return {scaled ? whole.scale : T{1}, whole.residual.empty() ? whole.residual : whole.residual.subspan(at, n)};
+  }
+};
+
 /// hierarchical_allreduce over `pieces` pieces of `data`, one ring within the node and one
 /// between nodes running at once, advanced in turn without blocking by this thread.
-template <Testable C, Element T>
-std::size_t hierarchical_in_pieces(node_groups<C>& groups, const span_list<T>& data, T scale,
-                                   hierarchical_workspace<C, T>& work, ring_pipeline within, ring_pipeline across,
-                                   std::size_t pieces) {
+template <Testable C, Element T, Element W>
+std::size_t hierarchical_in_pieces(node_groups<C>& groups, const span_list<T>& data,
+                                   const hierarchical_codecs<T, W>& codecs, hierarchical_workspace<C, W>& work,
+                                   ring_pipeline within, ring_pipeline across, std::size_t pieces) {
   C& local = groups.local;
-  auto piece_of = [&](std::size_t k) {
-    const segment s = ring_segment(data.size(), static_cast<int>(pieces), static_cast<int>(k));
-    return data.slice(s.begin, s.size);
-  };
-  const ring_codec<T> plain{}, scaled{scale, {}};
+  auto piece_at = [&](std::size_t k) { return ring_segment(data.size(), static_cast<int>(pieces), static_cast<int>(k)); };
   const int l = local.size(), x = groups.cross.size();
-  std::optional<ring_run<C, T, T>> in_node, between;
+  struct ring {  // a run and its codec, which must outlive it
+    std::optional<ring_run<C, T, W>> run;
+    ring_codec<T, W> codec;
+  };
+  ring in_node, between;
   // Rings within the node started (the pieces' reduce-scatters, then their all-gathers) and
   // rings between nodes started, and of each the ones finished.
   std::size_t started_within = 0, reduced = 0, started_across = 0, summed = 0, sent = 0;
   bool moved = false;  // in this pass, a ring started, finished or got on
-  // Advances `run`; once it has finished, counts its bytes and ends it.
-  auto finished = [&](std::optional<ring_run<C, T, T>>& run) {
-    const std::size_t before = run->progress();
-    const bool done = run->advance(false);
-    moved = moved || done || run->progress() != before;
+  // Advances a ring; once it has finished, counts its bytes and ends it.
+  auto finished = [&](ring& r) {
+    const std::size_t before = r.run->progress();
+    const bool done = r.run->advance(false);
+    moved = moved || done || r.run->progress() != before;
     if (done) {
-      sent += run->sent();
-      run.reset();
+      sent += r.run->sent();
+      r.run.reset();
+      codecs.finished(r.codec);
     }
     return done;
   };
   backoff idle(collective_pace(groups.cross));  // the ring between nodes is the one that waits on a network
-  while (started_within < 2 * pieces || in_node || between) {
+  while (started_within < 2 * pieces || in_node.run || between.run) {
     moved = false;
-    if (!in_node && started_within < 2 * pieces) {
+    if (!in_node.run && started_within < 2 * pieces) {
       const bool gather = started_within >= pieces;
       const std::size_t k = gather ? started_within - pieces : started_within;
       if (!gather || k < summed) {  // a piece is spread once summed across nodes
         const int first = gather ? l - 1 : 0, last = gather ? 2 * (l - 1) : l - 1;
-        in_node.emplace(local, piece_of(k), plain, work.within, within, first, last);
+        const segment piece = piece_at(k);
+        in_node.codec = codecs.within(piece.begin, piece.size);
+        in_node.run.emplace(local, data.slice(piece.begin, piece.size), in_node.codec, work.within, within, first, last,
+                            codecs.wire_of(piece.begin, piece.size));
         ++started_within;
         moved = true;
       }
     }
-    if (!between && started_across < reduced) {
-      const span_list<T> piece = piece_of(started_across);
-      const segment share = ring_owned_segment(piece.size(), l, local.rank());
-      between.emplace(groups.cross, piece.slice(share.begin, share.size), scaled, work.across, across, 0, 2 * (x - 1));
+    if (!between.run && started_across < reduced) {
+      const segment piece = piece_at(started_across);
+      const segment share = ring_owned_segment(piece.size, l, local.rank());
+      const std::size_t at = piece.begin + share.begin;
+      between.codec = codecs.across(at, share.size);
+      between.run.emplace(groups.cross, data.slice(at, share.size), between.codec, work.across, across, 0, 2 * (x - 1),
+                          codecs.wire_of(at, share.size));
       ++started_across;
       moved = true;
     }
-    if (in_node && finished(in_node) && started_within <= pieces) ++reduced;  // a reduce-scatter finished
-    if (between && finished(between)) ++summed;
+    if (in_node.run && finished(in_node) && started_within <= pieces) ++reduced;  // a reduce-scatter finished
+    if (between.run && finished(between)) ++summed;
     if (moved) idle.reset();
     else idle.pause();
   }
@@ -130,9 +167,10 @@ std::size_t hierarchical_in_pieces(node_groups<C>& groups, const span_list<T>& d
 
 }  // namespace detail
 
-/// Averages `data` over all ranks of the communicator `groups` was split from, in place:
-/// the sum times `scale`. The rings within a node run as `within`, the ring between nodes
-/// as `across`. Returns the bytes this rank sent.
+/// Reduces `data` over all ranks of the communicator `groups` was split from, in place,
+/// travelling as W: the sum times `codec.scale`, as ring_allreduce does. The rings within
+/// a node run as `within`, the ring between nodes as `across`. Returns the bytes this rank
+/// sent.
 ///
 /// The buffer is cut into pieces of about `piece_elements` (0: one piece), so that while
 /// the ring between nodes sums one piece, the rings within the node reduce the next or
@@ -140,21 +178,43 @@ std::size_t hierarchical_in_pieces(node_groups<C>& groups, const span_list<T>& d
 /// communicator the rings run one at a time and in the same order on every rank (the
 /// reduce-scatters of all pieces, then their all-gathers), as their messages must. A
 /// backend that cannot test a request without blocking runs the phases one after another.
-template <Communicator C, Element T>
-std::size_t hierarchical_allreduce(node_groups<C>& groups, const span_list<T>& data, T scale,
-                                   hierarchical_workspace<C, T>& work, ring_pipeline within, ring_pipeline across,
+/// With one node, or one rank per node, it is one ring.
+template <Communicator C, Element T, Element W>
+std::size_t hierarchical_allreduce(node_groups<C>& groups, const span_list<T>& data, const ring_codec<T, W>& codec,
+                                   hierarchical_workspace<C, W>& work, ring_pipeline within, ring_pipeline across,
                                    std::size_t piece_elements) {
   C& local = groups.local;
+  if (local.size() == 1) return ring_allreduce(groups.cross, data, codec, work.across, across);
+  if (groups.cross.size() == 1) return ring_allreduce(local, data, codec, work.within, within);
+  std::span<W> wire;
+  if constexpr (!ring_codec<T, W>::in_place) {
+    work.wire.resize(data.size());
+    wire = work.wire;
+  }
+  const detail::hierarchical_codecs<T, W> codecs{codec, wire};
   constexpr std::size_t most_pieces = 1024;
   const std::size_t wanted = piece_elements == 0 ? 1 : (data.size() + piece_elements - 1) / piece_elements;
   const std::size_t pieces = std::clamp<std::size_t>(wanted, 1, most_pieces);
   if constexpr (Testable<C>)
-    if (pieces > 1 && local.size() > 1 && groups.cross.size() > 1)
-      return detail::hierarchical_in_pieces(groups, data, scale, work, within, across, pieces);
-  std::size_t sent = ring_reduce_scatter(local, data, work.within, within);
-  const segment share = ring_owned_segment(data.size(), local.size(), local.rank());
-  sent += ring_allreduce(groups.cross, data.slice(share.begin, share.size), scale, work.across, across);
-  return sent + ring_allgather(local, data, work.within, within);
+    if (pieces > 1) return detail::hierarchical_in_pieces(groups, data, codecs, work, within, across, pieces);
+  const int l = local.size(), x = groups.cross.size();
+  const segment share = ring_owned_segment(data.size(), l, local.rank());
+  const ring_codec<T, W> in_node = codecs.within(0, data.size()), between = codecs.across(share.begin, share.size);
+  std::size_t sent = detail::ring_steps(local, data, in_node, work.within, within, 0, l - 1, wire);
+  sent += detail::ring_steps(groups.cross, data.slice(share.begin, share.size), between, work.across, across, 0,
+                             2 * (x - 1), codecs.wire_of(share.begin, share.size));
+  sent += detail::ring_steps(local, data, in_node, work.within, within, l - 1, 2 * (l - 1), wire);
+  codecs.finished(in_node);
+  codecs.finished(between);
+  return sent;
+}
+
+/// The sum times `scale` (1 for a plain sum), in place and in T.
+template <Communicator C, Element T>
+std::size_t hierarchical_allreduce(node_groups<C>& groups, const span_list<T>& data, T scale,
+                                   hierarchical_workspace<C, T>& work, ring_pipeline within, ring_pipeline across,
+                                   std::size_t piece_elements) {
+  return hierarchical_allreduce(groups, data, ring_codec<T>{scale, {}}, work, within, across, piece_elements);
 }
 
 }  // namespace strata::sync

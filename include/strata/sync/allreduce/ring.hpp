@@ -198,12 +198,14 @@ namespace detail {
 /// advanced without blocking: one thread then drives rings on two communicators at once
 /// (the hierarchical all-reduce). A chunk that spans several buffers travels as one message
 /// per buffer; the layout is the same on every rank. A fragmented list travels as one
-/// contiguous copy instead, written back at the end. `codec` and `work` must outlive the run.
+/// contiguous copy instead, written back at the end. Through a wire type the buffer travels
+/// as `wire` (one element per element of `data`; empty: the workspace's). `codec`, `work`
+/// and `wire` must outlive the run.
 template <Communicator C, Element T, Element W>
 class ring_run {
  public:
   ring_run(C& comm, const span_list<T>& data, const ring_codec<T, W>& codec, ring_workspace<C, W>& work,
-           ring_pipeline shape, int first, int last)
+           ring_pipeline shape, int first, int last, std::span<W> wire = {})
       : comm_(comm), codec_(codec), work_(work), data_(data), first_(first), last_(last), p_(comm.size()),
         r_(comm.rank()) {
     if (data_.size() == 0 || first == last) {
@@ -226,11 +228,20 @@ class ring_run {
     if constexpr (SharedMemory<C>)
       if (data_.size() <= shape.shared_memory_up_to)
         land_in_shared_memory(shape.shared_chunk_elements > 0 ? shape.shared_chunk_elements : chunk_);
-    if constexpr (!in_place)
-      if (work_.wire.size() != n) {
-        work_.wire.resize(n);
-        work_.wire_list = span_list<W>({std::span<W>(work_.wire)});
+    if constexpr (!in_place) {
+      if (wire.empty()) {  // the workspace's, kept from run to run
+        if (work_.wire.size() != n) {
+          work_.wire.resize(n);
+          work_.wire_list = span_list<W>({std::span<W>(work_.wire)});
+        }
+        wire_ = work_.wire;
+        wire_list_ = &work_.wire_list;
+      } else {
+        wire_ = wire;
+        given_wire_ = span_list<W>({wire});
+        wire_list_ = &given_wire_;
       }
+    }
     work_.pieces.clear();
     work_.first_piece.clear();
     for (int step = first; step < last; ++step) {
@@ -303,7 +314,7 @@ class ring_run {
   /// What travels: the data itself, or its image in the wire type.
   const span_list<W>& wire() const {
     if constexpr (in_place) return data_;
-    else return work_.wire_list;
+    else return *wire_list_;
   }
 
   /// Applies f(data piece, matching wire piece, absolute index of the piece's first element).
@@ -311,7 +322,7 @@ class ring_run {
   void for_each_pair(std::size_t begin, std::size_t size, F&& f) const {
     data_.for_each(begin, size, [&](std::size_t offset, std::span<T> d) {
       if constexpr (in_place) f(d, d, begin + offset);
-      else f(d, std::span<W>(work_.wire).subspan(begin + offset, d.size()), begin + offset);
+      else f(d, wire_.subspan(begin + offset, d.size()), begin + offset);
     });
   }
 
@@ -474,6 +485,9 @@ class ring_run {
   const ring_codec<T, W>& codec_;
   ring_workspace<C, W>& work_;
   span_list<T> data_, original_;  // what the ring reduces; the caller's list when that is a staged copy
+  std::span<W> wire_;             // through a wire type: the buffer as it travels,
+  span_list<W> given_wire_;       // as a list when the caller gave it,
+  const span_list<W>* wire_list_ = nullptr;  // and the list in use
   bool staged_ = false, done_ = false;
   int first_, last_, p_, r_;
   std::size_t chunk_ = 1, slots_ = 1, pieces_ = 0, next_ = 0, posted_ = 0, drained_ = 0, sent_ = 0;
@@ -489,8 +503,8 @@ class ring_run {
 /// Steps [first, last) of the ring, to the end. Returns the bytes sent.
 template <Communicator C, Element T, Element W>
 std::size_t ring_steps(C& comm, const span_list<T>& data, const ring_codec<T, W>& codec, ring_workspace<C, W>& work,
-                       ring_pipeline shape, int first, int last) {
-  ring_run<C, T, W> run(comm, data, codec, work, shape, first, last);
+                       ring_pipeline shape, int first, int last, std::span<W> wire = {}) {
+  ring_run<C, T, W> run(comm, data, codec, work, shape, first, last, wire);
   run.advance(true);
   return run.sent();
 }

@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
-#include <type_traits>
 #include <vector>
 
 #include "strata/ckpt/state.hpp"
@@ -73,23 +72,22 @@ class bucket_reducer<Compress<None>, Algorithm, C> {
 /// FP16 / BF16: gradients are scaled, cast to the 16-bit wire type, reduced in that type
 /// and cast back. With error feedback the rounding error is kept and added next step.
 ///
-/// Over the ring the casts happen inside the ring, chunk by chunk while the chunk is in
-/// cache: a rank rounds what it sends, and the rank completing a sum rounds it once for
-/// everyone. Other algorithms cast the whole bucket before and after reducing it, with the
-/// ring's codec.
+/// Over Ring and Hierarchical the casts happen inside the rings, chunk by chunk while the
+/// chunk is in cache: a rank rounds what it sends, and the rank completing a sum rounds it
+/// once for everyone. Tree and Native cast the whole bucket before and after reducing it,
+/// with the ring's codec.
 template <class Wire, bool Feedback, class Algorithm, Communicator C>
 class cast_reducer {
  public:
-  cast_reducer(const allreduce_options& a, const compression_options&, std::span<const bucket_item>)
-      : options_(a), reduce_(a) {}
+  cast_reducer(const allreduce_options& a, const compression_options&, std::span<const bucket_item>) : reduce_(a) {}
 
   bucket_result operator()(C& comm, const bucket_view& bucket, float scale) {
     const std::size_t n = bucket.grads.size();
     if constexpr (Feedback) residual_.resize(n, 0.0f);
     const ring_codec<float, Wire> codec{scale, Feedback ? std::span<float>(residual_) : std::span<float>()};
     bucket_result result;
-    if constexpr (std::is_same_v<Algorithm, Ring>)
-      result.bytes_sent = ring_allreduce(comm, bucket.grads, codec, ring_, ring_shape<Wire>(options_));
+    if constexpr (requires { reduce_(comm, bucket.grads, codec); })  // the algorithm casts inside
+      result.bytes_sent = reduce_(comm, bucket.grads, codec);
     else
       result.bytes_sent = cast_reduce_cast(comm, bucket, codec);
     if (codec.nonfinite) result.nonfinite = detail::find_nonfinite(bucket);  // only to name the variable
@@ -116,11 +114,9 @@ class cast_reducer {
     return bytes;
   }
 
-  allreduce_options options_;
   std::vector<Wire> wire_;
   std::vector<float> residual_;
   allreduce<Algorithm, C, Wire> reduce_;
-  ring_workspace<C, Wire> ring_;
 };
 
 template <class Feedback, class Algorithm, Communicator C>
