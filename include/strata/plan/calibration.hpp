@@ -188,8 +188,8 @@ struct calibration {
   // One synchronization of a variable (or fusion bucket) of n fp32 gradient bytes, on
   // measured_on.ranks ranks, through the executor:
   line ring, tree, hierarchical, native;  ///< Replicate, AllReduce<...>
-  /// The same with Compress<FP16>, casts included (the ring casts chunk by chunk inside the
-  /// ring, the others cast the whole bucket before and after): by the fp32 bytes
+  /// The same with Compress<FP16>, casts included (Ring and Hierarchical cast chunk by chunk
+  /// inside their rings, Tree and Native the whole bucket before and after): by the fp32 bytes
   line ring_fp16, tree_fp16, hierarchical_fp16, native_fp16;
   /// A partitioned variable's part that is not one block of memory (Partition<k>, k > 0:
   /// one block per index of the axes before k) costs this much per block beyond its first
