@@ -3,6 +3,7 @@
 // loopback backend (ranks as threads) and by the MPI tests under mpiexec. A case throws
 // conformance_failure with what differed; it never uses test-framework macros, which are
 // not thread-safe.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -331,10 +333,13 @@ void cast_compression_is_close(Context& ctx, double relative_tolerance) {
 /// FP16 / BF16 with error feedback over `Algorithm`, in buckets of two buffers: in every
 /// step the average plus what all ranks keep is what they put in (their scaled gradients
 /// plus what they kept the step before), to float rounding. So every rounding a rank made,
-/// of its own values or of a partial sum it forwarded, was kept. Replicas stay identical,
-/// and a gradient that is infinite on one rank is named on every rank.
+/// of its own values or of a partial sum it forwarded, was kept. The average is a value of
+/// the wire type, within the roundings of the ranks' sums of what was put in. Replicas stay
+/// identical, and a gradient that is infinite on one rank is named on every rank.
 template <class Codec, class Algorithm, CommContext Context>
 void cast_feedback_keeps_what_rounding_lost(Context& ctx, const sync::allreduce_options& options) {
+  using Wire = std::conditional_t<std::is_same_v<Codec, FP16>, half, bfloat16>;
+  const double unit_roundoff = std::is_same_v<Wire, half> ? 0x1p-11 : 0x1p-8;
   auto& comm = ctx.collectives();
   using C = std::remove_reference_t<decltype(comm)>;
   const int p = comm.size(), r = comm.rank();
@@ -364,11 +369,19 @@ void cast_feedback_keeps_what_rounding_lost(Context& ctx, const sync::allreduce_
       expect(kept.size() == n, "rank {}: n={} a residual of {} elements", r, n, kept.size());
       ctx.control().allreduce_sum(std::span<double>(kept));
       for (std::size_t i = 0; i < n; ++i) {
-        const double lost = value(i) + kept[i] - put_in[i];
+        const float average = value(i);
+        const double lost = average + kept[i] - put_in[i];
         expect(std::abs(lost) <= 2e-6 * put_in[n + i] + 1e-12,
                "rank {}: n={} update {} element {}: average {} plus the residuals {} misses what was put in, {}, by {}",
-               r, n, update, i, value(i), kept[i], put_in[i], lost);
+               r, n, update, i, average, kept[i], put_in[i], lost);
+        expect(static_cast<float>(Wire(average)) == average, "rank {}: n={} element {}: average {} is not a {} value",
+               r, n, i, average, std::is_same_v<Wire, half> ? "half" : "bfloat16");
+        const double off = std::abs(average - put_in[i]), most = (p + 2) * unit_roundoff * put_in[n + i] + 1e-7;
+        expect(off <= most, "rank {}: n={} update {} element {}: average {} is {} from what was put in, {}", r, n,
+               update, i, average, off, put_in[i]);
       }
+      expect(n < 7 || std::ranges::any_of(kept, [](double k) { return k != 0.0; }),
+             "rank {}: n={} update {}: no rounding was kept", r, n, update);
       expect_same_on_all_ranks(ctx, fingerprint(a) ^ (fingerprint(b) * 3), fmt::format("n={} average {}", n, update));
     }
     if (r == p - 1) b.back() = std::numeric_limits<float>::infinity();

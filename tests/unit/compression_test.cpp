@@ -277,24 +277,28 @@ TEST_CASE("error feedback keeps every rounding of the ring and of Hierarchical's
   struct layout {
     int ranks, ranks_per_node;  // 0: one node
   };
+  // One rank, one node and one rank per node run one ring; the others Hierarchical's rings.
   for (const layout& l : {layout{1, 0}, layout{2, 1}, layout{3, 0}, layout{4, 2}, layout{6, 2}, layout{6, 3}}) {
-    INFO("ranks = " << l.ranks << ", ranks_per_node = " << l.ranks_per_node);
-    // Tiny chunks and pieces (bytes of the 16-bit wire), so that chunks span the bucket's
-    // buffers and the rings within and between nodes work on different pieces at once.
-    const sync::allreduce_options options{.ring_chunk_bytes = 10,
-                                          .shared_memory_chunk_bytes = 6,
-                                          .ranks_per_node = l.ranks_per_node,
-                                          .cross_node_chunk_bytes = 6,
-                                          .cross_node_window = 3,
-                                          .hierarchical_piece_bytes = 300};
-    CHECK_NOTHROW(loopback::run(l.ranks, [&](auto& ctx) {
-      conformance::cast_feedback_keeps_what_rounding_lost<FP16, Hierarchical>(ctx, options);
-    }));
-    CHECK_NOTHROW(loopback::run(l.ranks, [&](auto& ctx) {
-      conformance::cast_feedback_keeps_what_rounding_lost<BF16, Hierarchical>(ctx, options);
-    }));
-    CHECK_NOTHROW(loopback::run(
-        l.ranks, [&](auto& ctx) { conformance::cast_feedback_keeps_what_rounding_lost<FP16, Ring>(ctx, options); }));
+    for (const bool shared : {true, false}) {  // chunks through shared memory, or as messages
+      INFO("ranks = " << l.ranks << ", ranks_per_node = " << l.ranks_per_node << (shared ? "" : ", as messages"));
+      // Tiny chunks and pieces (bytes of the 16-bit wire), so that chunks span the bucket's
+      // buffers and the rings within and between nodes work on different pieces at once.
+      const sync::allreduce_options options{.ring_chunk_bytes = 10,
+                                            .shared_memory_max_bytes = shared ? SIZE_MAX : 0,
+                                            .shared_memory_chunk_bytes = 6,
+                                            .ranks_per_node = l.ranks_per_node,
+                                            .cross_node_chunk_bytes = 6,
+                                            .cross_node_window = 3,
+                                            .hierarchical_piece_bytes = 300};
+      CHECK_NOTHROW(loopback::run(l.ranks, [&](auto& ctx) {
+        conformance::cast_feedback_keeps_what_rounding_lost<FP16, Hierarchical>(ctx, options);
+      }));
+      CHECK_NOTHROW(loopback::run(l.ranks, [&](auto& ctx) {
+        conformance::cast_feedback_keeps_what_rounding_lost<BF16, Hierarchical>(ctx, options);
+      }));
+      CHECK_NOTHROW(loopback::run(
+          l.ranks, [&](auto& ctx) { conformance::cast_feedback_keeps_what_rounding_lost<FP16, Ring>(ctx, options); }));
+    }
   }
 }
 

@@ -140,7 +140,9 @@ class allreduce<Hierarchical, C, T> {
         across_{o.cross_node_chunk_bytes / sizeof(T), o.cross_node_window, o.shared_memory_max_bytes / sizeof(T),
                 o.shared_memory_chunk_bytes / sizeof(T)},
         piece_elements_(o.hierarchical_piece_bytes / sizeof(T)) {}
-  std::size_t operator()(C& comm, const span_list<T>& data, T scale) { return (*this)(comm, data, ring_codec<T>{scale, {}}); }
+  std::size_t operator()(C& comm, const span_list<T>& data, T scale) {
+    return (*this)(comm, data, ring_codec<T>{scale, {}});
+  }
   /// Values of type V travelling as T, encoded and decoded by `codec` inside the rings.
   template <Element V>
   std::size_t operator()(C& comm, const span_list<V>& data, const ring_codec<V, T>& codec) {

@@ -76,28 +76,37 @@ struct hierarchical_workspace {
 
 namespace detail {
 
-/// Each ring's codec, from the caller's over the whole buffer. In place the ring between
-/// nodes scales the sums it completes. Through a wire type a value is scaled (and gets its
-/// residual) as it enters the sum within the node, and the ring between nodes adds the
-/// nodes' rounded sums, rounding again: both keep what rounding lost in the caller's
-/// residual, so error feedback carries every rounding this rank made. The rings' wire
-/// buffers are pieces of one: the values the ring between nodes leaves in a share are the
-/// ones the node's all-gather sends.
+/// What each ring of a hierarchical all-reduce works on, from the caller's codec over the
+/// whole buffer. In place the ring between nodes scales the sums it completes. Through a
+/// wire type a value is scaled (and gets its residual) as it enters the sum within the
+/// node; the ring between nodes adds the nodes' rounded sums, rounding again. Both keep
+/// what rounding lost in the caller's residual: where this rank enters its node's sum into
+/// the ring between nodes, the residual its node's ring left there is added back in before
+/// it is overwritten, so error feedback carries every rounding this rank made. The rings'
+/// wire buffers are pieces of one: the values the ring between nodes leaves in a share are
+/// the ones the node's all-gather sends.
 template <Element T, Element W>
-struct hierarchical_codecs {
+struct hierarchical_parts {
   static constexpr bool in_place = ring_codec<T, W>::in_place;
   const ring_codec<T, W>& whole;
   std::span<W> wire;  // as long as the buffer through a wire type; empty in place
+  int local_ranks, local_rank;
 
-  ring_codec<T, W> within(std::size_t at, std::size_t n) const { return part(at, n, !in_place); }
-  ring_codec<T, W> across(std::size_t at, std::size_t n) const { return part(at, n, in_place); }
-  std::span<W> wire_of(std::size_t at, std::size_t n) const { return in_place ? wire : wire.subspan(at, n); }
+  /// This rank's share of `piece` (elements of the buffer), which it sums between nodes.
+  segment share_of(segment piece) const {
+    const segment s = ring_owned_segment(piece.size, local_ranks, local_rank);
+    return {piece.begin + s.begin, s.size};
+  }
+  ring_codec<T, W> within(segment s) const { return codec_of(s, !in_place); }
+  ring_codec<T, W> across(segment s) const { return codec_of(s, in_place); }
+  std::span<W> wire_of(segment s) const { return in_place ? wire : wire.subspan(s.begin, s.size); }
   /// A ring has finished: a non-finite value it saw reaches the caller's codec.
   void finished(const ring_codec<T, W>& ring) const { whole.nonfinite = whole.nonfinite || ring.nonfinite; }
 
  private:
-  ring_codec<T, W> part(std::size_t at, std::size_t n, bool scaled) const {
-    return {scaled ? whole.scale : T{1}, whole.residual.empty() ? whole.residual : whole.residual.subspan(at, n)};
+  ring_codec<T, W> codec_of(segment s, bool scaled) const {
+    const std::span<float> kept = whole.residual.empty() ? whole.residual : whole.residual.subspan(s.begin, s.size);
+    return {scaled ? whole.scale : T{1}, kept};
   }
 };
 
@@ -105,14 +114,16 @@ struct hierarchical_codecs {
 /// between nodes running at once, advanced in turn without blocking by this thread.
 template <Testable C, Element T, Element W>
 std::size_t hierarchical_in_pieces(node_groups<C>& groups, const span_list<T>& data,
-                                   const hierarchical_codecs<T, W>& codecs, hierarchical_workspace<C, W>& work,
+                                   const hierarchical_parts<T, W>& parts, hierarchical_workspace<C, W>& work,
                                    ring_pipeline within, ring_pipeline across, std::size_t pieces) {
   C& local = groups.local;
-  auto piece_at = [&](std::size_t k) { return ring_segment(data.size(), static_cast<int>(pieces), static_cast<int>(k)); };
+  const auto piece_at = [&](std::size_t k) {
+    return ring_segment(data.size(), static_cast<int>(pieces), static_cast<int>(k));
+  };
   const int l = local.size(), x = groups.cross.size();
-  struct ring {  // a run and its codec, which must outlive it
-    std::optional<ring_run<C, T, W>> run;
+  struct ring {  // a run and its codec, declared first: it must outlive the run
     ring_codec<T, W> codec;
+    std::optional<ring_run<C, T, W>> run;
   };
   ring in_node, between;
   // Rings within the node started (the pieces' reduce-scatters, then their all-gathers) and
@@ -127,7 +138,7 @@ std::size_t hierarchical_in_pieces(node_groups<C>& groups, const span_list<T>& d
     if (done) {
       sent += r.run->sent();
       r.run.reset();
-      codecs.finished(r.codec);
+      parts.finished(r.codec);
     }
     return done;
   };
@@ -140,20 +151,18 @@ std::size_t hierarchical_in_pieces(node_groups<C>& groups, const span_list<T>& d
       if (!gather || k < summed) {  // a piece is spread once summed across nodes
         const int first = gather ? l - 1 : 0, last = gather ? 2 * (l - 1) : l - 1;
         const segment piece = piece_at(k);
-        in_node.codec = codecs.within(piece.begin, piece.size);
+        in_node.codec = parts.within(piece);
         in_node.run.emplace(local, data.slice(piece.begin, piece.size), in_node.codec, work.within, within, first, last,
-                            codecs.wire_of(piece.begin, piece.size));
+                            parts.wire_of(piece));
         ++started_within;
         moved = true;
       }
     }
     if (!between.run && started_across < reduced) {
-      const segment piece = piece_at(started_across);
-      const segment share = ring_owned_segment(piece.size, l, local.rank());
-      const std::size_t at = piece.begin + share.begin;
-      between.codec = codecs.across(at, share.size);
-      between.run.emplace(groups.cross, data.slice(at, share.size), between.codec, work.across, across, 0, 2 * (x - 1),
-                          codecs.wire_of(at, share.size));
+      const segment share = parts.share_of(piece_at(started_across));
+      between.codec = parts.across(share);
+      between.run.emplace(groups.cross, data.slice(share.begin, share.size), between.codec, work.across, across, 0,
+                          2 * (x - 1), parts.wire_of(share));
       ++started_across;
       moved = true;
     }
@@ -191,30 +200,22 @@ std::size_t hierarchical_allreduce(node_groups<C>& groups, const span_list<T>& d
     work.wire.resize(data.size());
     wire = work.wire;
   }
-  const detail::hierarchical_codecs<T, W> codecs{codec, wire};
+  const int l = local.size(), x = groups.cross.size();
+  const detail::hierarchical_parts<T, W> parts{codec, wire, l, local.rank()};
   constexpr std::size_t most_pieces = 1024;
   const std::size_t wanted = piece_elements == 0 ? 1 : (data.size() + piece_elements - 1) / piece_elements;
   const std::size_t pieces = std::clamp<std::size_t>(wanted, 1, most_pieces);
   if constexpr (Testable<C>)
-    if (pieces > 1) return detail::hierarchical_in_pieces(groups, data, codecs, work, within, across, pieces);
-  const int l = local.size(), x = groups.cross.size();
-  const segment share = ring_owned_segment(data.size(), l, local.rank());
-  const ring_codec<T, W> in_node = codecs.within(0, data.size()), between = codecs.across(share.begin, share.size);
+    if (pieces > 1) return detail::hierarchical_in_pieces(groups, data, parts, work, within, across, pieces);
+  const segment all{0, data.size()}, share = parts.share_of(all);
+  const ring_codec<T, W> in_node = parts.within(all), between = parts.across(share);
   std::size_t sent = detail::ring_steps(local, data, in_node, work.within, within, 0, l - 1, wire);
   sent += detail::ring_steps(groups.cross, data.slice(share.begin, share.size), between, work.across, across, 0,
-                             2 * (x - 1), codecs.wire_of(share.begin, share.size));
+                             2 * (x - 1), parts.wire_of(share));
   sent += detail::ring_steps(local, data, in_node, work.within, within, l - 1, 2 * (l - 1), wire);
-  codecs.finished(in_node);
-  codecs.finished(between);
+  parts.finished(in_node);
+  parts.finished(between);
   return sent;
-}
-
-/// The sum times `scale` (1 for a plain sum), in place and in T.
-template <Communicator C, Element T>
-std::size_t hierarchical_allreduce(node_groups<C>& groups, const span_list<T>& data, T scale,
-                                   hierarchical_workspace<C, T>& work, ring_pipeline within, ring_pipeline across,
-                                   std::size_t piece_elements) {
-  return hierarchical_allreduce(groups, data, ring_codec<T>{scale, {}}, work, within, across, piece_elements);
 }
 
 }  // namespace strata::sync

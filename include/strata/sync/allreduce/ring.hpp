@@ -11,9 +11,10 @@
 // chunks in flight, which keeps the data being reduced in cache. Every result is computed
 // on exactly one rank and then copied, so all ranks end bitwise identical.
 //
-// The two halves also run alone (ring_reduce_scatter, ring_allgather): the hierarchical
-// all-reduce puts a cross-node all-reduce between them. A ring is a run (detail::ring_run)
-// that can also be advanced without blocking, so that one thread drives two at once.
+// A ring may run only some of its steps: the hierarchical all-reduce puts a cross-node
+// all-reduce between a reduce-scatter and an all-gather within the node (also callable
+// alone: ring_reduce_scatter, ring_allgather). A ring is a run (detail::ring_run) that can
+// also be advanced without blocking, so that one thread drives two at once.
 //
 // Chunks travel as messages, or, where every rank shares the machine and the backend maps
 // shared memory (SharedMemory), each rank writes them straight into landing slots of its
@@ -175,6 +176,7 @@ struct ring_workspace {
   };
   host_vector<W> slots;                       // `window` chunk-sized receive buffers
   host_vector<W> wire;                        // the buffer as it travels, when W is not the data type
+                                              // (and the caller gives none)
   span_list<W> wire_list;                     // `wire` as a buffer list (rebuilt when its size changes)
   std::vector<piece> pieces;                  // every received chunk, in order
   std::vector<std::size_t> first_piece;       // index of each step's first piece
@@ -213,7 +215,7 @@ class ring_run {
       return;
     }
     if constexpr (in_place) {
-      // (Other wire types travel in work.wire, one contiguous buffer, already.)
+      // (Other wire types travel in one contiguous wire buffer already.)
       if (fragmented(data_)) {
         work_.staged.resize(data_.size());
         data_.for_each(0, data_.size(),

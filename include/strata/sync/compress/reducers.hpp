@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "strata/ckpt/state.hpp"
@@ -86,7 +87,7 @@ class cast_reducer {
     if constexpr (Feedback) residual_.resize(n, 0.0f);
     const ring_codec<float, Wire> codec{scale, Feedback ? std::span<float>(residual_) : std::span<float>()};
     bucket_result result;
-    if constexpr (requires { reduce_(comm, bucket.grads, codec); })  // the algorithm casts inside
+    if constexpr (casts_inside)
       result.bytes_sent = reduce_(comm, bucket.grads, codec);
     else
       result.bytes_sent = cast_reduce_cast(comm, bucket, codec);
@@ -100,6 +101,8 @@ class cast_reducer {
   std::span<float> residual_state(std::size_t n) requires Feedback { return detail::sized_residual(residual_, n); }
 
  private:
+  static constexpr bool casts_inside = std::is_same_v<Algorithm, Ring> || std::is_same_v<Algorithm, Hierarchical>;
+
   std::uint64_t cast_reduce_cast(C& comm, const bucket_view& bucket, const ring_codec<float, Wire>& codec) {
     const std::size_t n = bucket.grads.size();
     wire_.resize(n);
