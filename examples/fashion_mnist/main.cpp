@@ -52,6 +52,7 @@ using DensePowerSGD = Strategy<AllReduce<Ring>, Compress<PowerSGD<4>, ErrorFeedb
 using DensePartitioned = Strategy<AllReduce<Ring>, Partition<0>>;
 using DenseTree = Strategy<AllReduce<Tree>>;
 using DenseHierarchical = Strategy<AllReduce<Hierarchical>>;
+using DenseHierarchicalFP16 = Strategy<AllReduce<Hierarchical>, Compress<FP16>>;  // across machines
 
 template <class... S>
 struct strategy_set {
@@ -62,7 +63,7 @@ struct strategy_set {
   static bool contains(const strategy_descriptor& d) { return ((S::descriptor == d) || ...); }
 };
 using compiled = strategy_set<DenseNative, DenseRing, DenseFP16, DenseFP16Feedback, DenseBF16, DenseTopK, DensePowerSGD,
-                              DensePartitioned, DenseTree, DenseHierarchical>;
+                              DensePartitioned, DenseTree, DenseHierarchical, DenseHierarchicalFP16>;
 
 struct options {
   std::string data = "/usr/share/datasets/fashion-mnist";
@@ -76,6 +77,7 @@ struct options {
   double bucket_mib = 25.0;
   double first_bucket_mib = 1.0;
   int powersgd_warmup = 100;
+  int ranks_per_node = 0;  // AllReduce<Hierarchical>: nodes of this many consecutive ranks; 0: the machines
   bool overlap = true;
   long max_steps = -1;  // stop early (tests)
   std::string save_params;
@@ -143,6 +145,7 @@ double time_synchronization(strata::mpi::context& ctx, const options& o, int ste
   auto model = declare_model<S>(net, ids);
   strata::executor_options eo;
   eo.buckets = buckets_of(o);
+  eo.allreduce.ranks_per_node = o.ranks_per_node;
   auto exec = strata::make_executor(ctx, model, strata::optim::sgd{.lr = 0.0f}, eo);
   return strata::plan::slowest_rank_median(ctx.control(), steps, [&] { exec.step(); });
 }
@@ -193,6 +196,7 @@ int train(strata::mpi::context& ctx, const options& o) {
   auto model = declare_model<Strategy>(net, ids);
   strata::executor_options eo;
   eo.buckets = buckets_of(o);
+  eo.allreduce.ranks_per_node = o.ranks_per_node;
   eo.accumulation_steps = o.accumulation;
   eo.compression.powersgd_warmup_steps = o.powersgd_warmup;
   auto exec = strata::make_executor(ctx, model, strata::optim::sgd{.lr = o.lr, .momentum = o.momentum}, eo);
@@ -330,9 +334,10 @@ int main(int argc, char** argv) {
   CLI::App app{"Data-parallel Fashion-MNIST MLP with strata"};
   app.add_option("--data", o.data, "directory with the IDX .gz files");
   examples::strategy(app, "--strategy", o.strategy,
-                 "one of: AllReduce<Native>, AllReduce<Tree>, AllReduce<Hierarchical>, AllReduce<Ring>, and AllReduce<Ring> "
-                 "with FP16, FP16+ErrorFeedback, BF16, TopK<0.01>+ErrorFeedback, PowerSGD<4>+ErrorFeedback or Partition<0> "
-                 "(any order); or auto: the cost model's choice, refined by trial runs",
+                 "one of: AllReduce<Native>, AllReduce<Tree>, AllReduce<Hierarchical> (also with FP16), AllReduce<Ring>, "
+                 "and AllReduce<Ring> with FP16, FP16+ErrorFeedback, BF16, TopK<0.01>+ErrorFeedback, "
+                 "PowerSGD<4>+ErrorFeedback or Partition<0> (any order); or auto: the cost model's choice, refined by "
+                 "trial runs",
                  true);
   app.add_option("--calibration", o.calibration, "--strategy auto: this job's calibration (strata-calibrate --output)");
   examples::number(app, "--trials", o.trials, 1, 10, "--strategy auto: plans timed before the fastest is kept");
@@ -346,6 +351,9 @@ int main(int argc, char** argv) {
   examples::number(app, "--first-bucket-mib", o.first_bucket_mib, 0.001, 4096.0, "first (small) bucket size");
   examples::number(app, "--powersgd-warmup", o.powersgd_warmup, 0, 1'000'000,
                    "updates with a plain all-reduce before PowerSGD starts");
+  examples::number(app, "--ranks-per-node", o.ranks_per_node, 0, 1'000'000,
+                   "AllReduce<Hierarchical>: nodes of this many consecutive ranks, simulated on one machine "
+                   "(0: the machines)");
   examples::boolean(app, "--overlap", o.overlap, "start each bucket's all-reduce during backward");
   examples::number(app, "--max-steps", o.max_steps, 0L, 1'000'000'000L, "stop after this many updates");
   app.add_option("--save-params", o.save_params, "rank 0 writes the final parameters here (raw float32)");
