@@ -72,11 +72,19 @@ STRATA_HOST_DEVICE std::uint16_t float_to_half_bits(float value) { return float_
 STRATA_HOST_DEVICE float half_bits_to_float(std::uint16_t h) { return half_bits_to_float_portable(h); }
 #endif
 
+/// The bfloat16 nearest to the float whose bits are `x` (ties to even), in the low 16 bits;
+/// a NaN, where `nan` is all ones, stays a quiet NaN. Bits is one std::uint32_t or a
+/// register of them (numeric/lanes.hpp), so that one formula serves both.
+template <class Bits>
+STRATA_HOST_DEVICE Bits bfloat16_rounding(Bits x, Bits nan) {
+  const Bits quiet = (x >> 16) | 0x40u, rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  return (quiet & nan) | (rounded & ~nan);
+}
+
 STRATA_HOST_DEVICE std::uint16_t float_to_bfloat16_bits(float value) {
   const std::uint32_t x = std::bit_cast<std::uint32_t>(value);
-  if ((x & 0x7f800000u) == 0x7f800000u && (x & 0x7fffffu)) return static_cast<std::uint16_t>((x >> 16) | 0x40u);  // NaN
-  const std::uint32_t round = 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<std::uint16_t>((x + round) >> 16);
+  const std::uint32_t nan = (x & 0x7fffffffu) > 0x7f800000u ? ~0u : 0u;
+  return static_cast<std::uint16_t>(bfloat16_rounding(x, nan));
 }
 
 STRATA_HOST_DEVICE float bfloat16_bits_to_float(std::uint16_t b) {

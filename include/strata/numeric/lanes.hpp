@@ -112,11 +112,10 @@ floats widen(bits16 bits) {
 /// The bits of the lanes' floats rounded to the nearest W (ties to even).
 template <class W>
 bits16 narrow(floats v) {
-  if constexpr (std::is_same_v<W, bfloat16>) {  // strata::detail::float_to_bfloat16_bits, on every lane
+  if constexpr (std::is_same_v<W, bfloat16>) {  // as strata::detail::float_to_bfloat16_bits, on every lane
     const mask x = reinterpret_cast<mask>(v);
     const mask nan = reinterpret_cast<mask>((x & 0x7fffffffu) > 0x7f800000u);  // all ones where NaN
-    const mask rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16, quiet = (x >> 16) | 0x40u;
-    return __builtin_convertvector((quiet & nan) | (rounded & ~nan), bits16);
+    return __builtin_convertvector(strata::detail::bfloat16_rounding(x, nan), bits16);
   } else {
 #if defined(__F16C__) && defined(__AVX__)
     return reinterpret_cast<bits16>(_mm256_cvtps_ph(reinterpret_cast<__m256>(v), _MM_FROUND_TO_NEAREST_INT));
