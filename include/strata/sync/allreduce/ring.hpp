@@ -177,7 +177,6 @@ struct ring_workspace {
   host_vector<W> slots;                       // `window` chunk-sized receive buffers
   host_vector<W> wire;                        // the buffer as it travels, when W is not the data type
                                               // (and the caller gives none)
-  span_list<W> wire_list;                     // `wire` as a buffer list (rebuilt when its size changes)
   std::vector<piece> pieces;                  // every received chunk, in order
   std::vector<std::size_t> first_piece;       // index of each step's first piece
   std::vector<typename C::request> requests;  // all requests of one run
@@ -232,17 +231,10 @@ class ring_run {
         land_in_shared_memory(shape.shared_chunk_elements > 0 ? shape.shared_chunk_elements : chunk_);
     if constexpr (!in_place) {
       if (wire.empty()) {  // the workspace's, kept from run to run
-        if (work_.wire.size() != n) {
-          work_.wire.resize(n);
-          work_.wire_list = span_list<W>({std::span<W>(work_.wire)});
-        }
-        wire_ = work_.wire;
-        wire_list_ = &work_.wire_list;
-      } else {
-        wire_ = wire;
-        given_wire_ = span_list<W>({wire});
-        wire_list_ = &given_wire_;
+        work_.wire.resize(n);
+        wire = work_.wire;
       }
+      wire_ = wire;
     }
     work_.pieces.clear();
     work_.first_piece.clear();
@@ -313,10 +305,12 @@ class ring_run {
 
   segment segment_of(int i) const { return ring_segment(data_.size(), p_, ((i % p_) + p_) % p_); }
 
-  /// What travels: the data itself, or its image in the wire type.
-  const span_list<W>& wire() const {
-    if constexpr (in_place) return data_;
-    else return *wire_list_;
+  /// Applies f(offset, piece) to the pieces of what travels over [begin, begin + size), as
+  /// span_list::for_each does: the data's own parts, or its image in the one wire buffer.
+  template <class F>
+  void for_each_wire(std::size_t begin, std::size_t size, F&& f) const {
+    if constexpr (in_place) data_.for_each(begin, size, std::forward<F>(f));
+    else if (size > 0) f(std::size_t{0}, wire_.subspan(begin, size));
   }
 
   /// Applies f(data piece, matching wire piece, absolute index of the piece's first element).
@@ -330,7 +324,7 @@ class ring_run {
 
   range send(std::size_t begin, std::size_t size, int step) {
     range out{work_.requests.size(), 0};
-    wire().for_each(begin, size, [&](std::size_t, std::span<W> s) {
+    for_each_wire(begin, size, [&](std::size_t, std::span<W> s) {
       work_.requests.push_back(comm_.isend(std::span<const W>(s), right(), tag_base + step));
       sent_ += s.size_bytes();
       ++out.count;
@@ -367,14 +361,14 @@ class ring_run {
       range in{work_.requests.size(), 0};
       if (pc.step < p_ - 1) {  // reduce-scatter: into a slot, to be added
         W* slot = work_.slots.data() + (posted_ % slots_) * chunk_;
-        wire().for_each(pc.begin, pc.size, [&](std::size_t offset, std::span<W> s) {
+        for_each_wire(pc.begin, pc.size, [&](std::size_t offset, std::span<W> s) {
           work_.requests.push_back(comm_.irecv(std::span<W>(slot + offset, s.size()), left(), tag_base + pc.step));
           ++in.count;
         });
       } else {  // all-gather: straight into place, once this rank's send of that memory has left
         // (a send of an earlier run has left: that run completed all of its requests)
         if (pc.step + 1 - p_ >= first_ && !complete(sends_of(pc.step + 1 - p_, pc.chunk), block)) return false;
-        wire().for_each(pc.begin, pc.size, [&](std::size_t, std::span<W> s) {
+        for_each_wire(pc.begin, pc.size, [&](std::size_t, std::span<W> s) {
           work_.requests.push_back(comm_.irecv(s, left(), tag_base + pc.step));
           ++in.count;
         });
@@ -396,7 +390,7 @@ class ring_run {
       });
     } else {
       if (shared())  // (a message landed in place already)
-        wire().for_each(pc.begin, pc.size,
+        for_each_wire(pc.begin, pc.size,
                         [&](std::size_t offset, std::span<W> s) { std::memcpy(s.data(), in + offset, s.size_bytes()); });
       for_each_pair(pc.begin, pc.size, [&](std::span<T> d, std::span<W> w, std::size_t) { codec_.store(d, w); });
     }
@@ -472,7 +466,7 @@ class ring_run {
   void write(std::size_t m) {
     const segment out = chunk_out(m);
     W* slot = right_.slot<W>(sent_before_ + m, chunk_, slots_);
-    wire().for_each(out.begin, out.size, [&](std::size_t offset, std::span<W> s) {
+    for_each_wire(out.begin, out.size, [&](std::size_t offset, std::span<W> s) {
       std::memcpy(slot + offset, s.data(), s.size_bytes());
       sent_ += s.size_bytes();
     });
@@ -487,9 +481,7 @@ class ring_run {
   const ring_codec<T, W>& codec_;
   ring_workspace<C, W>& work_;
   span_list<T> data_, original_;  // what the ring reduces; the caller's list when that is a staged copy
-  std::span<W> wire_;             // through a wire type: the buffer as it travels,
-  span_list<W> given_wire_;       // as a list when the caller gave it,
-  const span_list<W>* wire_list_ = nullptr;  // and the list in use
+  std::span<W> wire_;             // through a wire type: the buffer as it travels
   bool staged_ = false, done_ = false;
   int first_, last_, p_, r_;
   std::size_t chunk_ = 1, slots_ = 1, pieces_ = 0, next_ = 0, posted_ = 0, drained_ = 0, sent_ = 0;
@@ -525,7 +517,6 @@ std::size_t ring_allreduce(C& comm, const span_list<T>& data, const ring_codec<T
     scale_in_place(data, codec.scale);
   } else {
     work.wire.resize(data.size());
-    work.wire_list = span_list<W>({std::span<W>(work.wire)});
     data.for_each(0, data.size(), [&](std::size_t offset, std::span<T> d) {
       const std::span<W> w = std::span<W>(work.wire).subspan(offset, d.size());
       codec.enter(d, w, offset);
