@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -134,6 +135,23 @@ TEMPLATE_TEST_CASE("the ring's 16-bit codec computes what its steps do value by 
                    bfloat16) {
   codec_matches_value_by_value<TestType>(false);
   codec_matches_value_by_value<TestType>(true);
+}
+
+TEST_CASE("a ring given a wire of another length than its data refuses, naming both", "[compression][errors]") {
+  std::string refusal;
+  loopback::run(1, [&](auto& ctx) {
+    std::vector<float> data(10, 1.0f);
+    std::vector<half> wire(9);
+    const sync::ring_codec<float, half> codec{0.5f, {}};
+    sync::ring_workspace<loopback::communicator, half> work;
+    try {
+      sync::detail::ring_run<loopback::communicator, float, half> run(
+          ctx.collectives(), sync::span_list<float>({std::span<float>(data)}), codec, work, {4, 2}, 0, 1, wire);
+    } catch (const usage_error& e) {
+      refusal = e.what();
+    }
+  });
+  CHECK_THAT(refusal, Catch::Contains("a ring over 10 elements was given a wire of 9"));
 }
 
 TEST_CASE("FP16 and BF16 average within the wire type's rounding, identically on every rank", "[compression]") {

@@ -30,7 +30,10 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "strata/comm/communicator.hpp"
+#include "strata/error.hpp"
 #include "strata/model/huge_pages.hpp"
 #include "strata/numeric/lanes.hpp"
 #include "strata/sync/span_list.hpp"
@@ -200,8 +203,8 @@ namespace detail {
 /// (the hierarchical all-reduce). A chunk that spans several buffers travels as one message
 /// per buffer; the layout is the same on every rank. A fragmented list travels as one
 /// contiguous copy instead, written back at the end. Through a wire type the buffer travels
-/// as `wire` (one element per element of `data`; empty: the workspace's). `codec`, `work`
-/// and `wire` must outlive the run.
+/// as `wire` (one element per element of `data`, else usage_error; empty: the workspace's).
+/// `codec`, `work` and `wire` must outlive the run.
 template <Communicator C, Element T, Element W>
 class ring_run {
  public:
@@ -234,6 +237,8 @@ class ring_run {
         work_.wire.resize(n);
         wire = work_.wire;
       }
+      if (wire.size() != n)
+        throw usage_error(fmt::format("internal: a ring over {} elements was given a wire of {}", n, wire.size()));
       wire_ = wire;
     }
     work_.pieces.clear();
