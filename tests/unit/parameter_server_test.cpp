@@ -1,6 +1,7 @@
 // The parameter server on loopback ranks: placement, push/pull over uneven shards,
 // server-side optimizers, sparse rows, BSP against all-reduce, the SSP bound and its
 // checker, and the errors of bad requests and silent servers.
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -87,7 +88,7 @@ TEST_CASE("repeated rows are combined in input order", "[ps][sparse]") {
   sums.add(std::vector<std::uint32_t>{5, 1, 5, 5}, std::vector<float>{1, 2, 10, 20, 100, 200, 1000, 2000});
   CHECK(std::ranges::equal(sums.rows(), std::vector<std::uint32_t>{5, 1}));  // in order of first appearance
   CHECK(std::ranges::equal(sums.sums(), std::vector<float>{1101, 2202, 10, 20}));
-  CHECK(sums.slots_by_row() == std::vector<std::uint32_t>{1, 0});
+  CHECK(std::ranges::equal(sums.slots_by_row(), std::vector<std::uint32_t>{1, 0}));
   sums.add(std::vector<std::uint32_t>{1}, std::vector<float>{0.5f, 0.25f});  // a second micro-batch adds
   CHECK(std::ranges::equal(sums.sum(1), std::vector<float>{10.5f, 20.25f}));
   sums.clear();
@@ -163,7 +164,7 @@ TEST_CASE("a gradient given with the ids a pull indexed sums as one given afresh
   known.add_indexed(pulled, values);
   CHECK_FALSE(pulled.holds(ids));  // given up to the sums: used once
   CHECK(std::ranges::equal(known.rows(), fresh.rows()));
-  CHECK(known.slots_by_row() == fresh.slots_by_row());
+  CHECK(std::ranges::equal(known.slots_by_row(), fresh.slots_by_row()));
   CHECK(std::memcmp(known.sums().data(), fresh.sums().data(), fresh.sums().size_bytes()) == 0);
 
   // A second micro-batch adds as add() does, and the order by row is computed again.
@@ -171,7 +172,7 @@ TEST_CASE("a gradient given with the ids a pull indexed sums as one given afresh
   const std::vector<float> more_values = {1, 2, 3, 4, 5, 6};
   known.add(more, more_values);
   fresh.add(more, more_values);
-  CHECK(known.slots_by_row() == fresh.slots_by_row());
+  CHECK(std::ranges::equal(known.slots_by_row(), fresh.slots_by_row()));
   CHECK(std::memcmp(known.sums().data(), fresh.sums().data(), fresh.sums().size_bytes()) == 0);
 
   // Other ids are not taken for the indexed ones.

@@ -90,7 +90,7 @@ class sparse_allgather_synchronizer {
     for (std::size_t k = 0; k < variables_.size(); ++k) {
       const row_sums& combined = tables_[k].combined;
       const std::size_t width = combined.width();
-      const std::vector<std::uint32_t> order = combined.slots_by_row();  // the table is walked forwards
+      const std::span<const std::uint32_t> order = combined.slots_by_row();  // the table is walked forwards
       const auto offset_of = [&](std::size_t i) { return static_cast<std::size_t>(combined.rows()[order[i]]) * width; };
       for (std::size_t i = 0; i < order.size(); ++i) {
         if (i + rows_ahead < order.size())

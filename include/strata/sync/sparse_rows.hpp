@@ -193,7 +193,11 @@ class row_sums {
   std::span<const float> sum(std::size_t slot) const {
     return std::span<const float>(sums_).subspan(slot * width_, width_);
   }
-  std::vector<std::uint32_t> slots_by_row() const { return by_row_ ? *by_row_ : index_.slots_by_row(); }
+  /// The slots in order of their rows, sorted once after the last add (not from two threads at once).
+  std::span<const std::uint32_t> slots_by_row() const {
+    if (!by_row_) by_row_ = index_.slots_by_row();
+    return *by_row_;
+  }
 
   /// add(ids, values) into empty sums, where `known` indexed these ids (and gives its index
   /// up): the same sums, bit for bit, without hashing an id or sorting a row again.
@@ -227,7 +231,7 @@ class row_sums {
   std::size_t width_;
   row_index index_;
   std::vector<float> sums_;  // size() rows of width_
-  std::optional<std::vector<std::uint32_t>> by_row_;  // the slots by row, where known
+  mutable std::optional<std::vector<std::uint32_t>> by_row_;  // the slots by row, once sorted
 };
 
 }  // namespace strata::sync

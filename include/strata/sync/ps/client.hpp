@@ -89,7 +89,7 @@ class client {
   void push_sparse(std::size_t v, const row_sums& gradient, std::uint64_t clock, const O& optimizer) {
     begin_pushes(clock);
     const variable_plan& var = plan_->variables[v];
-    const std::vector<std::uint32_t> slots = gradient.slots_by_row();
+    const std::span<const std::uint32_t> slots = gradient.slots_by_row();
     const std::span<const std::uint32_t> rows = gradient.rows();
     const std::size_t row_bytes = var.row_elements * sizeof(float);
     std::size_t begin = 0;
