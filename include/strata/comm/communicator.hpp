@@ -4,6 +4,7 @@
 // which one it talks to.
 #include <concepts>
 #include <cstddef>
+#include <map>
 #include <span>
 #include <string_view>
 #include <type_traits>
@@ -145,6 +146,25 @@ std::vector<int> host_of_each_rank(C& comm) {
   std::vector<int> colors(static_cast<std::size_t>(comm.size()));
   comm.allgather(std::span<const int>(&mine, 1), std::span<int>(colors));
   return colors;
+}
+
+/// Hosts numbered 0, 1, ... in order of their first rank: each rank's number, and the ranks
+/// on each host.
+struct host_numbering {
+  std::vector<std::size_t> host_of_rank, ranks_on_host;
+};
+
+/// Numbers the hosts of ranks whose hosts are `host_of_rank` (any ids, such as node colors).
+inline host_numbering number_hosts(std::span<const int> host_of_rank) {
+  host_numbering n;
+  std::map<int, std::size_t> number;
+  for (const int host : host_of_rank) {
+    const std::size_t k = number.try_emplace(host, number.size()).first->second;
+    if (k == n.ranks_on_host.size()) n.ranks_on_host.push_back(0);
+    ++n.ranks_on_host[k];
+    n.host_of_rank.push_back(k);
+  }
+  return n;
 }
 
 }  // namespace strata

@@ -12,7 +12,6 @@
 #include <ctime>
 #include <functional>
 #include <iterator>
-#include <map>
 #include <numeric>
 #include <span>
 #include <utility>
@@ -300,11 +299,8 @@ inline link_partners partners_of_rank0(std::span<const int> hosts) {
 /// calibration is bound to. Collective.
 template <class Comm>
 std::vector<int> host_layout(Comm& comm) {
-  std::map<int, int> per_host;  // a host's color is its first world rank: in host order
-  for (int c : host_of_each_rank(comm)) ++per_host[c];
-  std::vector<int> layout;
-  for (const auto& [color, ranks] : per_host) layout.push_back(ranks);
-  return layout;
+  const std::vector<std::size_t> ranks = number_hosts(host_of_each_rank(comm)).ranks_on_host;
+  return {ranks.begin(), ranks.end()};
 }
 
 /// Measures this job's calibration (collective; every rank returns the same).

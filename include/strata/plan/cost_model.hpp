@@ -271,10 +271,8 @@ class cost_model {
         sparse_bytes(servers, 0.0);
     double fixed = 0.0;  // once per step: the slowest family's
     const double workers = static_cast<double>(p) / p0;  // the one-server lines hold p0 workers' share
-    const std::vector<int> hosts = target_.host_of_each_rank();
-    sync::ps::server_placement placement(p, options_.servers, hosts);
-    std::vector<double> ranks_on(static_cast<std::size_t>(target_.hosts()), 0.0);
-    for (int h : hosts) ranks_on[static_cast<std::size_t>(h)] += 1.0;
+    sync::ps::server_placement placement(p, options_.servers, target_.host_of_each_rank());
+    const std::vector<std::size_t>& ranks_on = placement.ranks_on_host();
     std::vector<double> served(ranks_on.size(), 0.0);  // one worker's bytes to each host's servers
     double all_served = 0.0;                            // and to every server
     for (std::size_t i = 0; i < variables.size(); ++i) {
@@ -295,7 +293,7 @@ class cost_model {
           shards[server] += 1.0;
           dense_bytes[server] += bytes;
         }
-        served[static_cast<std::size_t>(hosts[server])] += bytes;
+        served[placement.host_of(server)] += bytes;
         all_served += bytes;
       }
     }
@@ -319,8 +317,10 @@ class cost_model {
     // While workers push, a host's link carries in the other hosts' workers' bytes to its
     // servers and out its workers' bytes to the other hosts' servers.
     double busiest_link = 0.0;
-    for (std::size_t h = 0; h < ranks_on.size(); ++h)
-      busiest_link = std::max({busiest_link, (p - ranks_on[h]) * served[h], ranks_on[h] * (all_served - served[h])});
+    for (std::size_t h = 0; h < ranks_on.size(); ++h) {
+      const auto here = static_cast<double>(ranks_on[h]);
+      busiest_link = std::max({busiest_link, (p - here) * served[h], here * (all_served - served[h])});
+    }
     return fixed + busiest + 2.0 * busiest_link * across_.seconds_per_byte();
   }
 

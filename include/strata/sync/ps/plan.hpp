@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <span>
 #include <string>
 #include <utility>
@@ -19,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "strata/comm/communicator.hpp"
 #include "strata/error.hpp"
 #include "strata/model/variable.hpp"
 #include "strata/strategy/builders.hpp"
@@ -64,16 +64,13 @@ struct plan {
 class server_placement {
  public:
   server_placement(int ranks, server_assignment servers, std::span<const int> host_of_rank = {})
-      : servers_(servers), host_(static_cast<std::size_t>(ranks), 0), bytes_per_rank_(host_.size(), 0) {
-    if (!host_of_rank.empty() && host_of_rank.size() != host_.size())
+      : servers_(servers),
+        hosts_(host_of_rank.empty() ? one_host(ranks) : number_hosts(host_of_rank)),
+        bytes_per_rank_(static_cast<std::size_t>(ranks), 0),
+        bytes_per_host_(hosts_.ranks_on_host.size(), 0) {
+    if (hosts_.host_of_rank.size() != bytes_per_rank_.size())
       throw usage_error(fmt::format("internal: shards placed over {} ranks were given the hosts of {}", ranks,
                                     host_of_rank.size()));
-    std::map<int, std::size_t> index;  // hosts as given (node colors) -> 0, 1, ... in order of appearance
-    for (std::size_t r = 0; r < host_of_rank.size(); ++r)
-      host_[r] = index.try_emplace(host_of_rank[r], index.size()).first->second;
-    bytes_per_host_.assign(std::max<std::size_t>(index.size(), 1), 0);
-    ranks_per_host_.assign(bytes_per_host_.size(), 0);
-    for (const std::size_t h : host_) ++ranks_per_host_[h];
   }
 
   /// The rank the next shard, of `bytes`, goes to; its bytes are counted there.
@@ -81,26 +78,34 @@ class server_placement {
     std::size_t next = 0;
     if (servers_ == server_assignment::least_loaded) {
       const auto less_loaded = [&](std::size_t a, std::size_t b) {  // hosts' bytes per rank, crosswise
-        const std::size_t ha = host_[a], hb = host_[b];
-        const std::size_t load_a = bytes_per_host_[ha] * ranks_per_host_[hb];
-        const std::size_t load_b = bytes_per_host_[hb] * ranks_per_host_[ha];
+        const std::size_t ha = host_of(a), hb = host_of(b);
+        const std::size_t load_a = bytes_per_host_[ha] * hosts_.ranks_on_host[hb];
+        const std::size_t load_b = bytes_per_host_[hb] * hosts_.ranks_on_host[ha];
         return load_a != load_b ? load_a < load_b : bytes_per_rank_[a] < bytes_per_rank_[b];
       };
-      for (std::size_t r = 1; r < host_.size(); ++r)
+      for (std::size_t r = 1; r < bytes_per_rank_.size(); ++r)
         if (less_loaded(r, next)) next = r;
     }
     bytes_per_rank_[next] += bytes;
-    bytes_per_host_[host_[next]] += bytes;
+    bytes_per_host_[host_of(next)] += bytes;
     return next;
   }
 
   /// Bytes placed on each rank so far.
   const std::vector<std::size_t>& bytes_per_rank() const { return bytes_per_rank_; }
+  /// A rank's host, numbered from 0 in order of the hosts' first ranks; and the ranks on each.
+  std::size_t host_of(std::size_t rank) const { return hosts_.host_of_rank[rank]; }
+  const std::vector<std::size_t>& ranks_on_host() const { return hosts_.ranks_on_host; }
 
  private:
+  static host_numbering one_host(int ranks) {
+    const auto n = static_cast<std::size_t>(ranks);
+    return {std::vector<std::size_t>(n, 0), {n}};
+  }
+
   server_assignment servers_;
-  std::vector<std::size_t> host_;  // each rank's host, numbered from 0
-  std::vector<std::size_t> bytes_per_rank_, bytes_per_host_, ranks_per_host_;
+  host_numbering hosts_;
+  std::vector<std::size_t> bytes_per_rank_, bytes_per_host_;
 };
 
 /// The plan of every PS variable among `variables` (the model's, in order) over `ranks`,
