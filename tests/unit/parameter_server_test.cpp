@@ -33,6 +33,14 @@ TEST_CASE("shards are placed greedily on the least-loaded rank", "[ps][plan]") {
   CHECK(p.variables[1].shard_of_row(5) == 2);
 }
 
+TEST_CASE("hosts given as any ids are numbered in order of their first rank, with their ranks counted", "[ps][plan]") {
+  const std::vector<int> colors = {7, 7, 2, 7, 2, 9};
+  const host_numbering hosts = number_hosts(colors);
+  CHECK(hosts.host_of_rank == std::vector<std::size_t>{0, 0, 1, 0, 1, 2});
+  CHECK(hosts.ranks_on_host == std::vector<std::size_t>{3, 2, 1});
+  CHECK(number_hosts({}).ranks_on_host.empty());
+}
+
 TEST_CASE("shards are spread over hosts first, by bytes per rank, then over a host's ranks", "[ps][plan]") {
   std::vector<float> a(100), b(40), ga(100), gb(40);
   const std::vector<variable_binding> variables = {{"a", {10, 10}, a, ga, "PS<2>,Partition<0>"},   // 2 x 200 bytes
