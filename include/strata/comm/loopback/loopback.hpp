@@ -197,6 +197,13 @@ class communicator {
   class request {
    public:
     request() = default;
+    request(request&&) noexcept = default;
+    /// The receives this request had are taken back before the buffer they fill may go.
+    request& operator=(request&& other) noexcept {
+      receives_ = std::move(other.receives_);
+      then_ = std::move(other.then_);
+      return *this;
+    }
 
    private:
     friend class communicator;
@@ -214,8 +221,12 @@ class communicator {
         delete r;
       }
     };
-    std::vector<std::unique_ptr<receive, take_back>> receives_;
+    // then_ may own the buffer the receives fill (an all-reduce's incoming contributions),
+    // so it is declared first and outlives them: an unfinished request, given up when a rank
+    // failed, takes its receives back before that buffer is freed, or a sender writes into
+    // freed memory.
     std::function<void()> then_;  // once every receive is filled (an all-reduce's sum)
+    std::vector<std::unique_ptr<receive, take_back>> receives_;
   };
 
   int rank() const { return rank_; }
