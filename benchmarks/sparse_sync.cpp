@@ -133,16 +133,18 @@ int main(int argc, char** argv) {
   std::mt19937_64 engine(17 + static_cast<std::uint64_t>(ctx.rank()));
   const std::size_t steps_taken = static_cast<std::size_t>(rounds) * static_cast<std::size_t>(steps) + 2;  // + warm-up
   std::vector<std::vector<std::uint32_t>> batches(steps_taken, std::vector<std::uint32_t>(draws));
-  // Rows per step, and those of them whose shard is served across the measured link: on
-  // another host, or where the job has one host, on another rank.
+  // Rows per step, and of them those whose server is across a link: by the ends of the links,
+  // hosts, or where the job has one host, ranks (the measured link joins two of them).
   const sync::ps::variable_plan& placed = ps.parameter_server_plan()->variables[0];
   const std::vector<int> hosts = host_of_each_rank(ctx.control());
-  const bool one_host = std::ranges::all_of(hosts, [&](int h) { return h == hosts[0]; });
   const host_numbering numbered = number_hosts(hosts);
-  const std::size_t host_count = numbered.ranks_on_host.size();
-  // Rows per step whose server is each other rank (one host) or on each other host.
-  const std::size_t me = static_cast<std::size_t>(ctx.rank());
-  std::vector<double> remote(one_host ? static_cast<std::size_t>(ctx.size()) : host_count, 0.0);
+  const bool one_host = numbered.ranks_on_host.size() <= 1;
+  const auto end_of_link = [&](int rank) {
+    const auto r = static_cast<std::size_t>(rank);
+    return one_host ? r : numbered.host_of_rank[r];
+  };
+  const std::size_t mine = end_of_link(ctx.rank());
+  std::vector<double> remote(one_host ? static_cast<std::size_t>(ctx.size()) : numbered.ranks_on_host.size(), 0.0);
   double touched = 0.0;
   for (auto& batch : batches) {
     for (auto& id : batch) id = ids(engine);
@@ -150,11 +152,9 @@ int main(int argc, char** argv) {
     std::ranges::sort(unique);
     unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
     touched += static_cast<double>(unique.size()) / static_cast<double>(batches.size());
-    for (const std::uint32_t row : unique) {
-      const auto server = static_cast<std::size_t>(placed.shards[placed.shard_of_row(row)].host);
-      const std::size_t there = one_host ? server : numbered.host_of_rank[server];
-      if (there != (one_host ? me : numbered.host_of_rank[me])) remote[there] += 1.0 / static_cast<double>(batches.size());
-    }
+    for (const std::uint32_t row : unique)
+      if (const std::size_t there = end_of_link(placed.shards[placed.shard_of_row(row)].host); there != mine)
+        remote[there] += 1.0 / static_cast<double>(batches.size());
   }
   std::vector<float> gradient_rows(draws * width, 0.001f);
   // A PS step pushes the batch's gradient rows, then fetches the rows of the next batch: as
