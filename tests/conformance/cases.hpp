@@ -64,9 +64,11 @@ T expected_sum(std::size_t i, int ranks) {
 }
 
 /// Every size, both element types, tiny chunks so the ring's chunking is exercised.
-/// `ranks_per_node` simulates nodes for Hierarchical.
+/// `ranks_per_node` simulates nodes for Hierarchical, whose node's ranks read each other's
+/// memory with `read_within_node` and pass messages (through shared memory or not) without.
 template <class Algorithm, class T, CommContext Context>
-void allreduce_sums_exactly(Context& ctx, int ranks_per_node = 0, bool shared_memory = true) {
+void allreduce_sums_exactly(Context& ctx, int ranks_per_node = 0, bool shared_memory = true,
+                            bool read_within_node = false) {
   auto& comm = ctx.collectives();
   using C = std::remove_reference_t<decltype(comm)>;
   sync::allreduce<Algorithm, C, T> reduce(
@@ -76,7 +78,8 @@ void allreduce_sums_exactly(Context& ctx, int ranks_per_node = 0, bool shared_me
                               .ranks_per_node = ranks_per_node,
                               .cross_node_chunk_bytes = 2 * sizeof(T),
                               .cross_node_window = 3,
-                              .hierarchical_piece_bytes = 40 * sizeof(T)});
+                              .hierarchical_piece_bytes = 40 * sizeof(T),
+                              .read_within_node = read_within_node});
   for (std::size_t n : awkward_sizes) {
     std::vector<T> data = contribution<T>(n, comm.rank());
     reduce(comm, sync::span_list<T>({std::span<T>(data)}), T{1});

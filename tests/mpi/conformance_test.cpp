@@ -28,6 +28,30 @@ TEMPLATE_TEST_CASE("mpi: all-reduce sums exactly", "[mpi][allreduce]", float, do
   CHECK_NOTHROW(conformance::allreduce_sums_exactly<Tree, TestType>(*context));
   CHECK_NOTHROW(conformance::allreduce_sums_exactly<Hierarchical, TestType>(*context));
   CHECK_NOTHROW(conformance::allreduce_sums_exactly<Hierarchical, TestType>(*context, two_rank_nodes()));
+  // The node's ranks reading each other's memory (cross-memory attach) instead of rings.
+  CHECK_NOTHROW(conformance::allreduce_sums_exactly<Hierarchical, TestType>(*context, two_rank_nodes(), false, true));
+}
+
+TEST_CASE("mpi: a rank reads another's memory on this machine, range by range", "[mpi][communicator]") {
+  auto& comm = context->collectives();
+  REQUIRE(comm.peer_reads());  // one machine, the same user: the kernel allows it
+  // Each rank's two buffers; the ranks learn each other's addresses.
+  std::vector<std::int32_t> first(1000), second(37);
+  for (std::size_t i = 0; i < first.size(); ++i) first[i] = static_cast<std::int32_t>(comm.rank() * 100000 + i);
+  for (std::size_t i = 0; i < second.size(); ++i) second[i] = static_cast<std::int32_t>(-comm.rank() * 100000 - i);
+  const std::uint64_t mine[2] = {reinterpret_cast<std::uintptr_t>(first.data()),
+                                 reinterpret_cast<std::uintptr_t>(second.data())};
+  std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(comm.size()));
+  comm.allgather(std::span<const std::uint64_t>(mine), std::span<std::uint64_t>(all));
+  const int peer = (comm.rank() + 1) % comm.size();
+  // The peer's elements 990-999 of its first buffer, then 0-4 of its second, in one read.
+  const peer_range ranges[2] = {{static_cast<std::uintptr_t>(all[2 * peer]) + 990 * sizeof(std::int32_t), 40},
+                                {static_cast<std::uintptr_t>(all[2 * peer + 1]), 20}};
+  std::vector<std::int32_t> got(15);
+  comm.read_peer(peer, ranges, std::as_writable_bytes(std::span<std::int32_t>(got)));
+  for (std::size_t i = 0; i < 10; ++i) CHECK(got[i] == peer * 100000 + 990 + static_cast<std::int32_t>(i));
+  for (std::size_t i = 0; i < 5; ++i) CHECK(got[10 + i] == -peer * 100000 - static_cast<std::int32_t>(i));
+  comm.barrier();  // the peer's buffers stay until every rank has read them
 }
 
 TEST_CASE("mpi: all-reduce averages a bucket of several buffers", "[mpi][allreduce]") {

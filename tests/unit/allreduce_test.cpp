@@ -35,6 +35,9 @@ TEMPLATE_TEST_CASE("hierarchical all-reduce sums exactly on every node layout", 
       CHECK_NOTHROW(loopback::run(layout.ranks, [&](auto& ctx) {
         conformance::allreduce_sums_exactly<Hierarchical, TestType>(ctx, layout.ranks_per_node, shared);
       }));
+    CHECK_NOTHROW(loopback::run(layout.ranks, [&](auto& ctx) {  // the node's ranks reading each other's memory
+      conformance::allreduce_sums_exactly<Hierarchical, TestType>(ctx, layout.ranks_per_node, false, true);
+    }));
   }
 }
 

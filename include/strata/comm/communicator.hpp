@@ -4,6 +4,7 @@
 // which one it talks to.
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <span>
 #include <string_view>
@@ -118,6 +119,27 @@ template <class C>
 concept SharedMemory = requires(C& c, std::size_t bytes) {
   { c.shared_segments(bytes) } -> std::same_as<std::span<std::byte* const>>;
   c.throw_if_abandoned();
+};
+
+/// A range of another rank's memory: its address in that rank's address space, and bytes.
+struct peer_range {
+  std::uintptr_t address;
+  std::size_t bytes;
+};
+
+/// Reads of another rank's memory on this machine, with no part taken by that rank: the
+/// hierarchical all-reduce sums a node's gradients where they lie, and spreads the node's
+/// sums by copying each straight from its owner, once per byte, with no handshake.
+///
+/// `peer_reads()` is collective: whether every rank of the group may read every other's
+/// memory (false where they do not share a machine, or the kernel refuses). `read_peer`
+/// copies the ranges `from` of `rank`'s memory, in order, into `into` (as many bytes); it
+/// throws comm_error, naming the rank, where it cannot. The owner says when memory is ready
+/// to be read, and when it may change again, by messages.
+template <class C>
+concept PeerReads = requires(C& c, int rank, std::span<const peer_range> from, std::span<std::byte> into) {
+  { c.peer_reads() } -> std::same_as<bool>;
+  c.read_peer(rank, from, into);
 };
 
 /// The memory a communicator's buffers live in: host memory, unless its backend says

@@ -1,8 +1,10 @@
 #pragma once
-// Segments of POSIX shared memory, one per rank of a group of processes on one machine: how
-// a process backend (MPI) models SharedMemory (comm/communicator.hpp).
+// Segments of POSIX shared memory, one per rank of a group of processes on one machine, and
+// reads of another process's memory (Linux cross-memory attach): how a process backend (MPI)
+// models SharedMemory and PeerReads (comm/communicator.hpp).
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +21,8 @@
 
 #include <fmt/format.h>
 
+#include "strata/comm/communicator.hpp"
+#include "strata/error.hpp"
 
 namespace strata {
 
@@ -150,6 +154,74 @@ class process_segments {
   std::vector<std::byte*> bases_;         // every rank's segment, this rank's own included
   std::size_t bytes_ = 0;
   bool unusable_ = false;
+};
+
+/// Reads of the memory of the other processes of a group on one machine (PeerReads), by
+/// process_vm_readv: the kernel copies from the other's pages straight into this process's,
+/// and the other process does nothing. Usable once every rank has read a known word of
+/// every other's memory; where the group spans machines, or the kernel refuses (ptrace
+/// rules), it is not, and the caller sends messages.
+class process_reads {
+ public:
+  template <class Group>
+  bool ready(Group& group) {
+    if (state_ != unknown) return state_ == usable;
+    state_ = unusable;
+    const entry mine{getpid(), reinterpret_cast<std::uintptr_t>(&probe_word)};
+    std::vector<entry> all(static_cast<std::size_t>(group.size()));
+    group.allgather(std::span<const entry>(&mine, 1), std::span<entry>(all));
+    int readable = group.spans_machines() ? 0 : 1;
+    for (int r = 0; r < group.size() && readable; ++r) {
+      if (r == group.rank()) continue;
+      std::uint64_t word = 0;
+      iovec into{&word, sizeof word};
+      iovec from{reinterpret_cast<void*>(all[static_cast<std::size_t>(r)].probe), sizeof word};
+      readable = process_vm_readv(all[static_cast<std::size_t>(r)].pid, &into, 1, &from, 1, 0) ==
+                         static_cast<ssize_t>(sizeof word) &&
+                     word == probe_word;
+    }
+    std::vector<int> every(static_cast<std::size_t>(group.size()));
+    group.allgather(std::span<const int>(&readable, 1), std::span<int>(every));
+    if (std::ranges::any_of(every, [](int ok) { return ok == 0; })) return false;
+    for (const entry& e : all) pids_.push_back(e.pid);
+    state_ = usable;
+    return true;
+  }
+
+  /// Copies `from` of rank `rank`'s memory into `into`; throws comm_error where the kernel
+  /// cannot (the process has exited).
+  void read(int rank, std::span<const peer_range> from, std::span<std::byte> into) const {
+    constexpr std::size_t most = 512;  // ranges per call, under the kernel's IOV_MAX
+    std::size_t at = 0;
+    for (std::size_t first = 0; first < from.size(); first += most) {
+      iovec remote[most];
+      std::size_t bytes = 0, count = std::min(most, from.size() - first);
+      for (std::size_t k = 0; k < count; ++k) {
+        remote[k] = {reinterpret_cast<void*>(from[first + k].address), from[first + k].bytes};
+        bytes += from[first + k].bytes;
+      }
+      if (at + bytes > into.size())
+        throw usage_error(
+            fmt::format("internal: {} bytes of rank {}'s memory read into {}", at + bytes, rank, into.size()));
+      iovec local{into.data() + at, bytes};
+      const ssize_t got = process_vm_readv(pids_[static_cast<std::size_t>(rank)], &local, 1, remote, count, 0);
+      if (got != static_cast<ssize_t>(bytes))
+        throw comm_error(fmt::format("could not read {} bytes of rank {}'s memory (process {}): {}", bytes, rank,
+                                     pids_[static_cast<std::size_t>(rank)],
+                                     got < 0 ? std::strerror(errno) : "it read fewer"));
+      at += bytes;
+    }
+  }
+
+ private:
+  enum { unknown, usable, unusable } state_ = unknown;
+  struct entry {
+    pid_t pid;
+    std::uintptr_t probe;  // where this process keeps probe_word
+  };
+  static constexpr std::uint64_t probe_word_value = 0x7374726174612121;  // "strata!!"
+  static inline const std::uint64_t probe_word = probe_word_value;
+  std::vector<pid_t> pids_;
 };
 
 }  // namespace strata

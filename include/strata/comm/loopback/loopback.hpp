@@ -345,6 +345,16 @@ class communicator {
                                    failed));
   }
 
+  /// The ranks are threads of one process (PeerReads): another's memory is this one's.
+  bool peer_reads() const { return true; }
+  void read_peer(int, std::span<const peer_range> from, std::span<std::byte> into) const {
+    std::size_t at = 0;
+    for (const peer_range& r : from) {
+      std::memcpy(into.data() + at, reinterpret_cast<const void*>(r.address), r.bytes);
+      at += r.bytes;
+    }
+  }
+
   /// Each member learns every rank's (color, key) and so computes the same group and the
   /// same context id. Each communicator object numbers its own splits.
   communicator split(int color, int key) {
@@ -470,6 +480,6 @@ void run(int size, Body body) {
 }
 
 static_assert(Communicator<communicator> && Testable<communicator> && SharedMemory<communicator> &&
-              CommContext<context>);
+              PeerReads<communicator> && CommContext<context>);
 
 }  // namespace strata::loopback

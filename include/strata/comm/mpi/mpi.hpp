@@ -195,6 +195,13 @@ class communicator {
   /// A rank that gives up ends the job (MPI_Abort), so a wait on shared memory never outlives it.
   void throw_if_abandoned() const {}
 
+  /// Whether every rank here may read every other's memory (PeerReads): they share this
+  /// machine and the kernel allows it. Collective on the first call; copies share the answer.
+  bool peer_reads() { return reads_->ready(*this); }
+  void read_peer(int rank, std::span<const peer_range> from, std::span<std::byte> into) const {
+    reads_->read(rank, from, into);
+  }
+
   /// `color` must be non-negative (MPI's rule).
   communicator split(int color, int key) {
     MPI_Comm c = MPI_COMM_NULL;
@@ -224,13 +231,14 @@ class communicator {
   MPI_Comm comm_;
   std::shared_ptr<MPI_Comm> owner_;  // set when this communicator frees comm_
   std::shared_ptr<process_segments> segments_ = std::make_shared<process_segments>();
+  std::shared_ptr<process_reads> reads_ = std::make_shared<process_reads>();
   int node_color_;
   bool spans_machines_ = false;
   int rank_ = 0;
   int size_ = 1;
 };
 
-static_assert(Communicator<communicator> && SharedMemory<communicator>);
+static_assert(Communicator<communicator> && SharedMemory<communicator> && PeerReads<communicator>);
 
 /// Owns MPI's lifetime and one duplicated communicator per purpose.
 ///

@@ -44,6 +44,11 @@ struct allreduce_options {
   /// piece), so that the ring between nodes sums one piece while the rings within a node
   /// work on others.
   std::size_t hierarchical_piece_bytes = std::size_t{4} << 20;
+  /// Hierarchical: where the ranks of a node may read each other's memory (PeerReads), each
+  /// sums its share of the node's gradients where they lie and copies the others' finished
+  /// shares from them, rather than the node's rings passing them as messages. Buffers whose
+  /// values travel compressed still take the rings.
+  bool read_within_node = true;
 };
 
 /// The ring within a machine (or on one node's ranks), its chunks carrying elements of W.
@@ -139,7 +144,8 @@ class allreduce<Hierarchical, C, T> {
         within_(ring_shape<T>(o)),
         across_{o.cross_node_chunk_bytes / sizeof(T), o.cross_node_window, o.shared_memory_max_bytes / sizeof(T),
                 o.shared_memory_chunk_bytes / sizeof(T)},
-        piece_elements_(o.hierarchical_piece_bytes / sizeof(T)) {}
+        piece_elements_(o.hierarchical_piece_bytes / sizeof(T)),
+        read_within_node_(o.read_within_node) {}
   std::size_t operator()(C& comm, const span_list<T>& data, T scale) {
     return (*this)(comm, data, ring_codec<T>{scale, {}});
   }
@@ -147,13 +153,14 @@ class allreduce<Hierarchical, C, T> {
   template <Element V>
   std::size_t operator()(C& comm, const span_list<V>& data, const ring_codec<V, T>& codec) {
     if (!groups_) groups_ = split_by_node(comm, ranks_per_node_);
-    return hierarchical_allreduce(*groups_, data, codec, work_, within_, across_, piece_elements_);
+    return hierarchical_allreduce(*groups_, data, codec, work_, within_, across_, piece_elements_, read_within_node_);
   }
 
  private:
   int ranks_per_node_;
   ring_pipeline within_, across_;
   std::size_t piece_elements_;
+  bool read_within_node_;
   std::optional<node_groups<C>> groups_;
   hierarchical_workspace<C, T> work_;
 };

@@ -10,8 +10,15 @@
 // rings within and between nodes running at once on different pieces. Through a 16-bit
 // wire type every ring encodes and decodes its chunks as the flat ring does, while they
 // are in cache: no pass over the whole buffer before or after.
+//
+// Where the node's ranks may read each other's memory (PeerReads) and values travel as
+// they are, the node needs no rings: each rank sums its share of a piece from the node's
+// buffers where they lie, and copies the others' finished shares straight from them
+// (hierarchical_by_reads). A message ring within the node copies every byte twice, through
+// the sender's and the receiver's hands, and waits on both; a read copies it once.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <span>
@@ -23,6 +30,7 @@
 #include "strata/comm/communicator.hpp"
 #include "strata/error.hpp"
 #include "strata/model/huge_pages.hpp"
+#include "strata/numeric/lanes.hpp"
 #include "strata/sync/allreduce/ring.hpp"
 #include "strata/sync/span_list.hpp"
 
@@ -72,6 +80,18 @@ template <Communicator C, Element W>
 struct hierarchical_workspace {
   ring_workspace<C, W> within, across;
   host_vector<W> wire;
+  // Through reads of the node's memory (hierarchical_by_reads): where each rank of the node
+  // keeps each part of its buffer; a chunk read from another rank, to be added; the
+  // messages that say a share is finished and that a rank has read all it needs.
+  struct node_buffer {
+    std::vector<peer_range> parts;   // address and bytes of each part, in its owner's memory
+    std::vector<std::size_t> starts;  // the first element of each part
+  };
+  std::vector<node_buffer> node;
+  std::vector<peer_range> ranges;
+  host_vector<W> read;
+  std::vector<typename C::request> finished, done_reading, sends;
+  std::vector<std::byte> tokens;
 };
 
 namespace detail {
@@ -110,6 +130,14 @@ struct hierarchical_parts {
   }
 };
 
+/// A ring that one thread advances among other work, and its codec, declared first: it
+/// must outlive the run.
+template <Communicator C, Element T, Element W>
+struct ring_in_flight {
+  ring_codec<T, W> codec;
+  std::optional<ring_run<C, T, W>> run;
+};
+
 /// hierarchical_allreduce over `pieces` pieces of `data`, one ring within the node and one
 /// between nodes running at once, advanced in turn without blocking by this thread.
 template <Testable C, Element T, Element W>
@@ -121,10 +149,7 @@ std::size_t hierarchical_in_pieces(node_groups<C>& groups, const span_list<T>& d
     return ring_segment(data.size(), static_cast<int>(pieces), static_cast<int>(k));
   };
   const int l = local.size(), x = groups.cross.size();
-  struct ring {  // a run and its codec, declared first: it must outlive the run
-    ring_codec<T, W> codec;
-    std::optional<ring_run<C, T, W>> run;
-  };
+  using ring = ring_in_flight<C, T, W>;
   ring in_node, between;
   // Rings within the node started (the pieces' reduce-scatters, then their all-gathers) and
   // rings between nodes started, and of each the ones finished.
@@ -174,6 +199,177 @@ std::size_t hierarchical_in_pieces(node_groups<C>& groups, const span_list<T>& d
   return sent;
 }
 
+/// Every rank of the node learns where every other keeps its buffer. A collective: once it
+/// returns, every rank's buffer is ready to be read.
+template <Communicator C, Element T>
+void exchange_node_buffers(C& local, const span_list<T>& data, hierarchical_workspace<C, T>& work) {
+  const std::size_t l = static_cast<std::size_t>(local.size());
+  const int count[1] = {static_cast<int>(data.parts().size())};
+  std::vector<int> counts(l);
+  local.allgather(std::span<const int>(count), std::span<int>(counts));
+  const std::size_t most = static_cast<std::size_t>(std::ranges::max(counts));
+  std::vector<std::uint64_t> mine(2 * most, 0), all(2 * most * l);  // (address, elements) of each part
+  for (std::size_t k = 0; k < data.parts().size(); ++k) {
+    mine[2 * k] = reinterpret_cast<std::uintptr_t>(data.parts()[k].data());
+    mine[2 * k + 1] = data.parts()[k].size();
+  }
+  local.allgather(std::span<const std::uint64_t>(mine), std::span<std::uint64_t>(all));
+  work.node.resize(l);
+  for (std::size_t r = 0; r < l; ++r) {
+    auto& buffer = work.node[r];
+    buffer.parts.clear();
+    buffer.starts.clear();
+    std::size_t start = 0;
+    for (std::size_t k = 0; k < static_cast<std::size_t>(counts[r]); ++k) {
+      const std::uint64_t* part = all.data() + 2 * (r * most + k);
+      buffer.parts.push_back({static_cast<std::uintptr_t>(part[0]), static_cast<std::size_t>(part[1]) * sizeof(T)});
+      buffer.starts.push_back(start);
+      start += static_cast<std::size_t>(part[1]);
+    }
+    if (start != data.size())
+      throw usage_error(fmt::format("hierarchical all-reduce: local rank {} has {} elements, local rank {} {}",
+                                    local.rank(), data.size(), r, start));
+  }
+}
+
+/// Copies elements [begin, begin + into.size()) of local rank `rank`'s buffer into `into`.
+template <Communicator C, Element T>
+void read_node_buffer(C& local, hierarchical_workspace<C, T>& work, int rank, std::size_t begin, std::span<T> into) {
+  const auto& buffer = work.node[static_cast<std::size_t>(rank)];
+  work.ranges.clear();
+  std::size_t k = static_cast<std::size_t>(std::ranges::upper_bound(buffer.starts, begin) - buffer.starts.begin()) - 1;
+  for (std::size_t done = 0; done < into.size(); ++k) {
+    const std::size_t from = begin + done - buffer.starts[k];
+    const std::size_t take = std::min(buffer.parts[k].bytes / sizeof(T) - from, into.size() - done);
+    work.ranges.push_back({buffer.parts[k].address + from * sizeof(T), take * sizeof(T)});
+    done += take;
+  }
+  local.read_peer(rank, work.ranges, std::as_writable_bytes(into));
+}
+
+/// hierarchical_allreduce, in place, where the node's ranks read each other's memory. In
+/// each piece a rank owns a share (as the node's reduce-scatter would leave it): it reads
+/// the others' values of its share a chunk at a time and adds them to its own, exactly, in
+/// local rank order; sums the share across nodes in the ring between nodes; and tells the
+/// node's other ranks, each of which then copies the finished share straight from it. One
+/// more message says a rank has read all it needs from the others, and no rank returns
+/// (its buffer free to change) before every other has said so.
+///
+/// A rank reads another's share of a piece only after that rank's message, so only after
+/// the rank has finished reading the values this one holds there: the two never touch the
+/// same memory at once. The ring between nodes advances between chunks. Returns the bytes
+/// this rank sent between nodes and read within the node: what rings there would send.
+template <Testable C, Element T>
+  requires PeerReads<C>
+std::size_t hierarchical_by_reads(node_groups<C>& groups, const span_list<T>& data,
+                                  const hierarchical_parts<T, T>& parts, hierarchical_workspace<C, T>& work,
+                                  ring_pipeline across, std::size_t pieces, std::size_t chunk) {
+  C& local = groups.local;
+  const int l = local.size(), me = local.rank(), x = groups.cross.size();
+  exchange_node_buffers(local, data, work);
+  const auto share = [&](std::size_t k, int rank) {
+    const segment piece = ring_segment(data.size(), static_cast<int>(pieces), static_cast<int>(k));
+    const segment s = ring_owned_segment(piece.size, l, rank);
+    return segment{piece.begin + s.begin, s.size};
+  };
+  constexpr int finished_tag = 0x4852, done_reading_tag = 0x4853;  // "HR"
+  // Rank r's message that its share of piece k is finished lands in tokens[1 + k * l + r];
+  // tokens[0] is what this rank sends.
+  work.tokens.assign(pieces * static_cast<std::size_t>(l) + static_cast<std::size_t>(l) + 1, std::byte{0});
+  const std::span<const std::byte> token(work.tokens.data(), 1);
+  work.finished.clear();
+  work.done_reading.clear();
+  work.sends.clear();
+  for (std::size_t k = 0; k < pieces; ++k)
+    for (int r = 0; r < l; ++r)
+      if (r != me)
+        work.finished.push_back(local.irecv(std::span<std::byte>(&work.tokens[1 + k * l + r], 1), r, finished_tag));
+  const auto finished_of = [&](int r, std::size_t k) -> typename C::request& {
+    return work.finished[k * static_cast<std::size_t>(l - 1) + static_cast<std::size_t>(r < me ? r : r - 1)];
+  };
+  work.read.resize(chunk);
+  // Of each piece: elements of this rank's share summed within the node (of the piece
+  // `summing`), shares started and finished across nodes; of each other rank, the next
+  // piece to copy from it and the elements of that piece's share copied.
+  std::size_t summing = 0, summed_at = 0, started_across = 0, finished_across = 0, sent = 0;
+  std::vector<std::size_t> copying(static_cast<std::size_t>(l), 0), copied_at(static_cast<std::size_t>(l), 0);
+  copying[static_cast<std::size_t>(me)] = pieces;
+  ring_in_flight<C, T, T> between;
+  backoff idle(collective_pace(groups.cross));
+  const auto all_copied = [&] { return std::ranges::all_of(copying, [&](std::size_t k) { return k == pieces; }); };
+  while (finished_across < pieces || !all_copied()) {
+    bool moved = false;
+    if (!between.run && started_across < summing) {
+      const segment s = share(started_across++, me);
+      between.codec = parts.across(s);
+      between.run.emplace(groups.cross, data.slice(s.begin, s.size), between.codec, work.across, across, 0,
+                          2 * (x - 1));
+      moved = true;
+    }
+    if (between.run) {
+      const std::size_t before = between.run->progress();
+      if (between.run->advance(false)) {
+        sent += between.run->sent();
+        between.run.reset();
+        parts.finished(between.codec);
+        for (int r = 0; r < l; ++r)
+          if (r != me) work.sends.push_back(local.isend(token, r, finished_tag));
+        ++finished_across;
+        moved = true;
+      } else {
+        moved = moved || between.run->progress() != before;
+      }
+    }
+    for (int r = 0; r < l; ++r) {  // a chunk of each finished share that is left to copy
+      std::size_t& k = copying[static_cast<std::size_t>(r)];
+      std::size_t& at = copied_at[static_cast<std::size_t>(r)];
+      if (k == pieces || !local.test(finished_of(r, k))) continue;
+      const segment s = share(k, r);
+      const std::size_t n = std::min(chunk, s.size - at);
+      data.for_each(s.begin + at, n, [&](std::size_t offset, std::span<T> d) {
+        read_node_buffer(local, work, r, s.begin + at + offset, d);
+      });
+      sent += n * sizeof(T);
+      if ((at += n) == s.size) {
+        ++k;
+        at = 0;
+      }
+      moved = true;
+    }
+    if (summing < pieces) {  // a chunk of this rank's share: the others' values added to its own
+      const segment s = share(summing, me);
+      const std::size_t n = std::min(chunk, s.size - summed_at), begin = s.begin + summed_at;
+      for (int r = 0; r < l; ++r) {
+        if (r == me) continue;
+        const std::span<T> values(work.read.data(), n);
+        read_node_buffer(local, work, r, begin, values);
+        data.for_each(begin, n, [&](std::size_t offset, std::span<T> d) {
+          lanes::add(d.data(), values.data() + offset, d.data(), d.size());
+        });
+        sent += n * sizeof(T);
+      }
+      if ((summed_at += n) == s.size) {
+        ++summing;
+        summed_at = 0;
+      }
+      moved = true;
+    }
+    if (moved) idle.reset();
+    else idle.pause();
+  }
+  // Every share this rank reads is copied: say so, and wait until every other rank has.
+  const pace schedule = collective_pace(local);
+  for (int r = 0; r < l; ++r)
+    if (r != me) {
+      work.sends.push_back(local.isend(token, r, done_reading_tag));
+      work.done_reading.push_back(local.irecv(std::span<std::byte>(&work.tokens[1 + pieces * l + r], 1), r,
+                                              done_reading_tag));
+    }
+  for (auto& r : work.done_reading) wait_paced(local, r, schedule);
+  for (auto& r : work.sends) wait_paced(local, r, schedule);
+  return sent;
+}
+
 }  // namespace detail
 
 /// Reduces `data` over all ranks of the communicator `groups` was split from, in place,
@@ -187,11 +383,13 @@ std::size_t hierarchical_in_pieces(node_groups<C>& groups, const span_list<T>& d
 /// communicator the rings run one at a time and in the same order on every rank (the
 /// reduce-scatters of all pieces, then their all-gathers), as their messages must. A
 /// backend that cannot test a request without blocking runs the phases one after another.
-/// With one node, or one rank per node, it is one ring.
+/// With one node, or one rank per node, it is one ring. With `read_within_node`, values
+/// that travel as they are, and a backend whose node's ranks may read each other's memory,
+/// the node's phases are reads (hierarchical_by_reads), and the bytes they read count as sent.
 template <Communicator C, Element T, Element W>
 std::size_t hierarchical_allreduce(node_groups<C>& groups, const span_list<T>& data, const ring_codec<T, W>& codec,
                                    hierarchical_workspace<C, W>& work, ring_pipeline within, ring_pipeline across,
-                                   std::size_t piece_elements) {
+                                   std::size_t piece_elements, bool read_within_node = true) {
   C& local = groups.local;
   if (local.size() == 1) return ring_allreduce(groups.cross, data, codec, work.across, across);
   if (groups.cross.size() == 1) return ring_allreduce(local, data, codec, work.within, within);
@@ -205,6 +403,11 @@ std::size_t hierarchical_allreduce(node_groups<C>& groups, const span_list<T>& d
   constexpr std::size_t most_pieces = 1024;
   const std::size_t wanted = piece_elements == 0 ? 1 : (data.size() + piece_elements - 1) / piece_elements;
   const std::size_t pieces = std::clamp<std::size_t>(wanted, 1, most_pieces);
+  if constexpr (ring_codec<T, W>::in_place && Testable<C> && PeerReads<C>)
+    if (read_within_node && local.peer_reads()) {
+      const std::size_t chunk = within.shared_chunk_elements > 0 ? within.shared_chunk_elements : within.chunk_elements;
+      return detail::hierarchical_by_reads(groups, data, parts, work, across, pieces, std::max<std::size_t>(chunk, 1));
+    }
   if constexpr (Testable<C>)
     if (pieces > 1) return detail::hierarchical_in_pieces(groups, data, parts, work, within, across, pieces);
   const segment all{0, data.size()}, share = parts.share_of(all);
