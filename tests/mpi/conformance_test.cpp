@@ -134,10 +134,11 @@ TEST_CASE("mpi: FP16 and BF16 averages are within rounding", "[mpi][compression]
 
 TEST_CASE("mpi: error feedback keeps every rounding of the ring and of Hierarchical's rings", "[mpi][compression]") {
   // Simulated nodes where the ranks divide into them (np4), else one ring (np2, np3).
-  for (const bool shared : {true, false}) {  // chunks through shared memory, or as messages
-    const sync::allreduce_options nodes{.ring_chunk_bytes = 10, .shared_memory_max_bytes = shared ? SIZE_MAX : 0,
+  // Chunks through shared memory or as messages; then the node's ranks reading each other's memory.
+  for (const int mode : {0, 1, 2}) {
+    const sync::allreduce_options nodes{.ring_chunk_bytes = 10, .shared_memory_max_bytes = mode == 0 ? SIZE_MAX : 0,
                                         .ranks_per_node = two_rank_nodes(), .cross_node_chunk_bytes = 6,
-                                        .hierarchical_piece_bytes = 300};
+                                        .hierarchical_piece_bytes = 300, .read_within_node = mode == 2};
     CHECK_NOTHROW(conformance::cast_feedback_keeps_what_rounding_lost<FP16, Hierarchical>(*context, nodes));
     CHECK_NOTHROW(conformance::cast_feedback_keeps_what_rounding_lost<BF16, Hierarchical>(*context, nodes));
     CHECK_NOTHROW(conformance::cast_feedback_keeps_what_rounding_lost<FP16, Ring>(*context, nodes));

@@ -206,6 +206,27 @@ TEST_CASE("the tree sends the buffer once per round; the hierarchical ring sends
   });
 }
 
+TEST_CASE("a rank that fails releases the node's ranks reading each other's memory", "[allreduce]") {
+  // After a call that every rank finished, rank 3 fails before the next: its partner waits
+  // to learn where its buffer is, node 0's ranks on the ring between nodes. Each gives up
+  // with an error instead of waiting. (The buffers outlive the threads: one that gave up
+  // would free memory another still reads, where between processes the kernel's read fails.)
+  std::vector<std::vector<float>> buffers(4, std::vector<float>(100000, 1.0f));
+  CHECK_THROWS_WITH(loopback::run(4,
+                                  [&](auto& ctx) {
+                                    auto& comm = ctx.collectives();
+                                    std::vector<float>& data = buffers[static_cast<std::size_t>(ctx.rank())];
+                                    const sync::span_list<float> bucket({std::span<float>(data)});
+                                    sync::allreduce<Hierarchical, loopback::communicator, float> reduce(
+                                        {.ranks_per_node = 2, .hierarchical_piece_bytes = 4096});
+                                    reduce(comm, bucket, 1.0f);
+                                    conformance::expect(data[99999] == 4.0f, "rank {}: {}", comm.rank(), data[99999]);
+                                    if (ctx.rank() == 3) throw std::runtime_error("rank 3 broke");
+                                    reduce(comm, bucket, 1.0f);
+                                  }),
+                    "rank 3 broke");
+}
+
 TEST_CASE("a failing rank releases the others with an error that names it", "[loopback]") {
   CHECK_THROWS_WITH(loopback::run(3,
                                   [](auto& ctx) {

@@ -295,10 +295,14 @@ TEST_CASE("error feedback keeps every rounding of the ring and of Hierarchical's
   struct layout {
     int ranks, ranks_per_node;  // 0: one node
   };
+  // Hierarchical's node: rings (chunks through shared memory, or as messages), or reads.
+  enum class within_node { shared_memory, messages, reads };
   // One rank, one node and one rank per node run one ring; the others Hierarchical's rings.
   for (const layout& l : {layout{1, 0}, layout{2, 1}, layout{3, 0}, layout{4, 2}, layout{6, 2}, layout{6, 3}}) {
-    for (const bool shared : {true, false}) {  // chunks through shared memory, or as messages
-      INFO("ranks = " << l.ranks << ", ranks_per_node = " << l.ranks_per_node << (shared ? "" : ", as messages"));
+    for (const within_node node : {within_node::shared_memory, within_node::messages, within_node::reads}) {
+      const bool shared = node == within_node::shared_memory;
+      INFO("ranks = " << l.ranks << ", ranks_per_node = " << l.ranks_per_node
+                      << ", within the node: " << static_cast<int>(node));
       // Tiny chunks and pieces (bytes of the 16-bit wire), so that chunks span the bucket's
       // buffers and the rings within and between nodes work on different pieces at once.
       const sync::allreduce_options options{.ring_chunk_bytes = 10,
@@ -307,7 +311,8 @@ TEST_CASE("error feedback keeps every rounding of the ring and of Hierarchical's
                                             .ranks_per_node = l.ranks_per_node,
                                             .cross_node_chunk_bytes = 6,
                                             .cross_node_window = 3,
-                                            .hierarchical_piece_bytes = 300};
+                                            .hierarchical_piece_bytes = 300,
+                                            .read_within_node = node == within_node::reads};
       CHECK_NOTHROW(loopback::run(l.ranks, [&](auto& ctx) {
         conformance::cast_feedback_keeps_what_rounding_lost<FP16, Hierarchical>(ctx, options);
       }));

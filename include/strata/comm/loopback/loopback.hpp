@@ -346,8 +346,10 @@ class communicator {
   }
 
   /// The ranks are threads of one process (PeerReads): another's memory is this one's.
+  /// Once a rank has failed, reads throw as waits do: its memory may be going away.
   bool peer_reads() const { return true; }
-  void read_peer(int, std::span<const peer_range> from, std::span<std::byte> into) const {
+  void read_peer(int, std::span<const peer_range> from, std::span<std::byte> into) {
+    throw_if_abandoned();
     std::size_t at = 0;
     for (const peer_range& r : from) {
       std::memcpy(into.data() + at, reinterpret_cast<const void*>(r.address), r.bytes);

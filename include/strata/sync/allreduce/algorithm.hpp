@@ -46,8 +46,8 @@ struct allreduce_options {
   std::size_t hierarchical_piece_bytes = std::size_t{4} << 20;
   /// Hierarchical: where the ranks of a node may read each other's memory (PeerReads), each
   /// sums its share of the node's gradients where they lie and copies the others' finished
-  /// shares from them, rather than the node's rings passing them as messages. Buffers whose
-  /// values travel compressed still take the rings.
+  /// shares from them, rather than the node's rings passing them as messages. The node's
+  /// sum is exact; a 16-bit wire type rounds only between nodes.
   bool read_within_node = true;
 };
 

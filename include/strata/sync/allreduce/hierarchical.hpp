@@ -11,11 +11,12 @@
 // wire type every ring encodes and decodes its chunks as the flat ring does, while they
 // are in cache: no pass over the whole buffer before or after.
 //
-// Where the node's ranks may read each other's memory (PeerReads) and values travel as
-// they are, the node needs no rings: each rank sums its share of a piece from the node's
-// buffers where they lie, and copies the others' finished shares straight from them
-// (hierarchical_by_reads). A message ring within the node copies every byte twice, through
-// the sender's and the receiver's hands, and waits on both; a read copies it once.
+// Where the node's ranks may read each other's memory (PeerReads), the node needs no
+// rings: each rank sums its share of a piece from the node's buffers where they lie, and
+// copies the others' finished shares straight from them (hierarchical_by_reads). A message
+// ring within the node copies every byte twice, through the sender's and the receiver's
+// hands, and waits on both; a read copies it once. The node's sum is then exact, and a
+// 16-bit wire type rounds only between nodes.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -89,9 +90,11 @@ struct hierarchical_workspace {
   };
   std::vector<node_buffer> node;
   std::vector<peer_range> ranges;
-  host_vector<W> read;
-  std::vector<typename C::request> finished, done_reading, sends;
+  host_vector<std::byte> read;  // values as they are (not W), read to be added
+  // (Declared before the requests whose receives fill them, so that a request given up
+  // unfinished, when a rank failed, is taken back before they are freed.)
   std::vector<std::byte> tokens;
+  std::vector<typename C::request> finished, done_reading, sends;
 };
 
 namespace detail {
@@ -120,8 +123,13 @@ struct hierarchical_parts {
   ring_codec<T, W> within(segment s) const { return codec_of(s, !in_place); }
   ring_codec<T, W> across(segment s) const { return codec_of(s, in_place); }
   std::span<W> wire_of(segment s) const { return in_place ? wire : wire.subspan(s.begin, s.size); }
+  /// The ring between nodes over sums the node made exactly (hierarchical_by_reads): it
+  /// scales them, and through a wire type rounds them, as they enter.
+  ring_codec<T, W> across_node_sums(segment s) const { return codec_of(s, true); }
   /// A ring has finished: a non-finite value it saw reaches the caller's codec.
   void finished(const ring_codec<T, W>& ring) const { whole.nonfinite = whole.nonfinite || ring.nonfinite; }
+  /// Another rank's finished share, copied, held a non-finite value.
+  void saw_nonfinite() const { whole.nonfinite = true; }
 
  private:
   ring_codec<T, W> codec_of(segment s, bool scaled) const {
@@ -201,8 +209,8 @@ std::size_t hierarchical_in_pieces(node_groups<C>& groups, const span_list<T>& d
 
 /// Every rank of the node learns where every other keeps its buffer. A collective: once it
 /// returns, every rank's buffer is ready to be read.
-template <Communicator C, Element T>
-void exchange_node_buffers(C& local, const span_list<T>& data, hierarchical_workspace<C, T>& work) {
+template <Communicator C, Element T, Element W>
+void exchange_node_buffers(C& local, const span_list<T>& data, hierarchical_workspace<C, W>& work) {
   const std::size_t l = static_cast<std::size_t>(local.size());
   const int count[1] = {static_cast<int>(data.parts().size())};
   std::vector<int> counts(l);
@@ -233,8 +241,8 @@ void exchange_node_buffers(C& local, const span_list<T>& data, hierarchical_work
 }
 
 /// Copies elements [begin, begin + into.size()) of local rank `rank`'s buffer into `into`.
-template <Communicator C, Element T>
-void read_node_buffer(C& local, hierarchical_workspace<C, T>& work, int rank, std::size_t begin, std::span<T> into) {
+template <Communicator C, Element T, Element W>
+void read_node_buffer(C& local, hierarchical_workspace<C, W>& work, int rank, std::size_t begin, std::span<T> into) {
   const auto& buffer = work.node[static_cast<std::size_t>(rank)];
   work.ranges.clear();
   std::size_t k = static_cast<std::size_t>(std::ranges::upper_bound(buffer.starts, begin) - buffer.starts.begin()) - 1;
@@ -247,11 +255,14 @@ void read_node_buffer(C& local, hierarchical_workspace<C, T>& work, int rank, st
   local.read_peer(rank, work.ranges, std::as_writable_bytes(into));
 }
 
-/// hierarchical_allreduce, in place, where the node's ranks read each other's memory. In
-/// each piece a rank owns a share (as the node's reduce-scatter would leave it): it reads
-/// the others' values of its share a chunk at a time and adds them to its own, exactly, in
-/// local rank order; sums the share across nodes in the ring between nodes; and tells the
-/// node's other ranks, each of which then copies the finished share straight from it. One
+/// hierarchical_allreduce where the node's ranks read each other's memory. In each piece a
+/// rank owns a share (as the node's reduce-scatter would leave it): it reads the others'
+/// values of its share a chunk at a time and adds them to its own, in T, in local rank
+/// order; sums the share across nodes in the ring between nodes, which scales it (and,
+/// through a wire type, rounds it, keeping what rounding lost in this rank's residual, the
+/// only one that element has); and tells the node's other ranks, each of which then copies
+/// the finished share straight from it, and learns from the message whether it held a NaN
+/// or an infinity. One
 /// more message says a rank has read all it needs from the others, and no rank returns
 /// (its buffer free to change) before every other has said so.
 ///
@@ -259,10 +270,10 @@ void read_node_buffer(C& local, hierarchical_workspace<C, T>& work, int rank, st
 /// the rank has finished reading the values this one holds there: the two never touch the
 /// same memory at once. The ring between nodes advances between chunks. Returns the bytes
 /// this rank sent between nodes and read within the node: what rings there would send.
-template <Testable C, Element T>
+template <Testable C, Element T, Element W>
   requires PeerReads<C>
 std::size_t hierarchical_by_reads(node_groups<C>& groups, const span_list<T>& data,
-                                  const hierarchical_parts<T, T>& parts, hierarchical_workspace<C, T>& work,
+                                  const hierarchical_parts<T, W>& parts, hierarchical_workspace<C, W>& work,
                                   ring_pipeline across, std::size_t pieces, std::size_t chunk) {
   C& local = groups.local;
   const int l = local.size(), me = local.rank(), x = groups.cross.size();
@@ -273,37 +284,39 @@ std::size_t hierarchical_by_reads(node_groups<C>& groups, const span_list<T>& da
     return segment{piece.begin + s.begin, s.size};
   };
   constexpr int finished_tag = 0x4852, done_reading_tag = 0x4853;  // "HR"
-  // Rank r's message that its share of piece k is finished lands in tokens[1 + k * l + r];
-  // tokens[0] is what this rank sends.
-  work.tokens.assign(pieces * static_cast<std::size_t>(l) + static_cast<std::size_t>(l) + 1, std::byte{0});
-  const std::span<const std::byte> token(work.tokens.data(), 1);
-  work.finished.clear();
+  work.finished.clear();  // (a call given up may have left receives into the tokens)
   work.done_reading.clear();
   work.sends.clear();
+  // Rank r's message that its share of piece k is finished lands in tokens[2 + k * l + r]:
+  // 1 where the share holds a NaN or an infinity (a rank that copies it learns so), else 0,
+  // as tokens[1] and tokens[0], which this rank sends, are.
+  work.tokens.assign(pieces * static_cast<std::size_t>(l) + static_cast<std::size_t>(l) + 2, std::byte{0});
+  work.tokens[1] = std::byte{1};
+  const std::span<const std::byte> token(work.tokens.data(), 1), nonfinite_token(work.tokens.data() + 1, 1);
   for (std::size_t k = 0; k < pieces; ++k)
     for (int r = 0; r < l; ++r)
       if (r != me)
-        work.finished.push_back(local.irecv(std::span<std::byte>(&work.tokens[1 + k * l + r], 1), r, finished_tag));
+        work.finished.push_back(local.irecv(std::span<std::byte>(&work.tokens[2 + k * l + r], 1), r, finished_tag));
   const auto finished_of = [&](int r, std::size_t k) -> typename C::request& {
     return work.finished[k * static_cast<std::size_t>(l - 1) + static_cast<std::size_t>(r < me ? r : r - 1)];
   };
-  work.read.resize(chunk);
+  work.read.resize(chunk * sizeof(T));
   // Of each piece: elements of this rank's share summed within the node (of the piece
   // `summing`), shares started and finished across nodes; of each other rank, the next
   // piece to copy from it and the elements of that piece's share copied.
   std::size_t summing = 0, summed_at = 0, started_across = 0, finished_across = 0, sent = 0;
   std::vector<std::size_t> copying(static_cast<std::size_t>(l), 0), copied_at(static_cast<std::size_t>(l), 0);
   copying[static_cast<std::size_t>(me)] = pieces;
-  ring_in_flight<C, T, T> between;
+  ring_in_flight<C, T, W> between;
   backoff idle(collective_pace(groups.cross));
   const auto all_copied = [&] { return std::ranges::all_of(copying, [&](std::size_t k) { return k == pieces; }); };
   while (finished_across < pieces || !all_copied()) {
     bool moved = false;
     if (!between.run && started_across < summing) {
       const segment s = share(started_across++, me);
-      between.codec = parts.across(s);
+      between.codec = parts.across_node_sums(s);
       between.run.emplace(groups.cross, data.slice(s.begin, s.size), between.codec, work.across, across, 0,
-                          2 * (x - 1));
+                          2 * (x - 1), parts.wire_of(s));
       moved = true;
     }
     if (between.run) {
@@ -312,8 +325,9 @@ std::size_t hierarchical_by_reads(node_groups<C>& groups, const span_list<T>& da
         sent += between.run->sent();
         between.run.reset();
         parts.finished(between.codec);
+        const std::span<const std::byte> said = between.codec.nonfinite ? nonfinite_token : token;
         for (int r = 0; r < l; ++r)
-          if (r != me) work.sends.push_back(local.isend(token, r, finished_tag));
+          if (r != me) work.sends.push_back(local.isend(said, r, finished_tag));
         ++finished_across;
         moved = true;
       } else {
@@ -324,6 +338,7 @@ std::size_t hierarchical_by_reads(node_groups<C>& groups, const span_list<T>& da
       std::size_t& k = copying[static_cast<std::size_t>(r)];
       std::size_t& at = copied_at[static_cast<std::size_t>(r)];
       if (k == pieces || !local.test(finished_of(r, k))) continue;
+      if (at == 0 && work.tokens[2 + k * l + r] != std::byte{0}) parts.saw_nonfinite();
       const segment s = share(k, r);
       const std::size_t n = std::min(chunk, s.size - at);
       data.for_each(s.begin + at, n, [&](std::size_t offset, std::span<T> d) {
@@ -341,7 +356,7 @@ std::size_t hierarchical_by_reads(node_groups<C>& groups, const span_list<T>& da
       const std::size_t n = std::min(chunk, s.size - summed_at), begin = s.begin + summed_at;
       for (int r = 0; r < l; ++r) {
         if (r == me) continue;
-        const std::span<T> values(work.read.data(), n);
+        const std::span<T> values(reinterpret_cast<T*>(work.read.data()), n);
         read_node_buffer(local, work, r, begin, values);
         data.for_each(begin, n, [&](std::size_t offset, std::span<T> d) {
           lanes::add(d.data(), values.data() + offset, d.data(), d.size());
@@ -362,7 +377,7 @@ std::size_t hierarchical_by_reads(node_groups<C>& groups, const span_list<T>& da
   for (int r = 0; r < l; ++r)
     if (r != me) {
       work.sends.push_back(local.isend(token, r, done_reading_tag));
-      work.done_reading.push_back(local.irecv(std::span<std::byte>(&work.tokens[1 + pieces * l + r], 1), r,
+      work.done_reading.push_back(local.irecv(std::span<std::byte>(&work.tokens[2 + pieces * l + r], 1), r,
                                               done_reading_tag));
     }
   for (auto& r : work.done_reading) wait_paced(local, r, schedule);
@@ -383,9 +398,9 @@ std::size_t hierarchical_by_reads(node_groups<C>& groups, const span_list<T>& da
 /// communicator the rings run one at a time and in the same order on every rank (the
 /// reduce-scatters of all pieces, then their all-gathers), as their messages must. A
 /// backend that cannot test a request without blocking runs the phases one after another.
-/// With one node, or one rank per node, it is one ring. With `read_within_node`, values
-/// that travel as they are, and a backend whose node's ranks may read each other's memory,
-/// the node's phases are reads (hierarchical_by_reads), and the bytes they read count as sent.
+/// With one node, or one rank per node, it is one ring. With `read_within_node` and a
+/// backend whose node's ranks may read each other's memory, the node's phases are reads
+/// (hierarchical_by_reads), and the bytes they read count as sent.
 template <Communicator C, Element T, Element W>
 std::size_t hierarchical_allreduce(node_groups<C>& groups, const span_list<T>& data, const ring_codec<T, W>& codec,
                                    hierarchical_workspace<C, W>& work, ring_pipeline within, ring_pipeline across,
@@ -403,7 +418,7 @@ std::size_t hierarchical_allreduce(node_groups<C>& groups, const span_list<T>& d
   constexpr std::size_t most_pieces = 1024;
   const std::size_t wanted = piece_elements == 0 ? 1 : (data.size() + piece_elements - 1) / piece_elements;
   const std::size_t pieces = std::clamp<std::size_t>(wanted, 1, most_pieces);
-  if constexpr (ring_codec<T, W>::in_place && Testable<C> && PeerReads<C>)
+  if constexpr (Testable<C> && PeerReads<C>)
     if (read_within_node && local.peer_reads()) {
       const std::size_t chunk = within.shared_chunk_elements > 0 ? within.shared_chunk_elements : within.chunk_elements;
       return detail::hierarchical_by_reads(groups, data, parts, work, across, pieces, std::max<std::size_t>(chunk, 1));
