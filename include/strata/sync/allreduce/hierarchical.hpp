@@ -257,14 +257,13 @@ void read_node_buffer(C& local, hierarchical_workspace<C, W>& work, int rank, st
 
 /// hierarchical_allreduce where the node's ranks read each other's memory. In each piece a
 /// rank owns a share (as the node's reduce-scatter would leave it): it reads the others'
-/// values of its share a chunk at a time and adds them to its own, in T, in local rank
-/// order; sums the share across nodes in the ring between nodes, which scales it (and,
+/// values of its share a chunk at a time and adds them to its own, in T, one rank after
+/// another; sums the share across nodes in the ring between nodes, which scales it (and,
 /// through a wire type, rounds it, keeping what rounding lost in this rank's residual, the
 /// only one that element has); and tells the node's other ranks, each of which then copies
 /// the finished share straight from it, and learns from the message whether it held a NaN
-/// or an infinity. One
-/// more message says a rank has read all it needs from the others, and no rank returns
-/// (its buffer free to change) before every other has said so.
+/// or an infinity. One more message says a rank has read all it needs from the others, and
+/// no rank returns (its buffer free to change) before every other has said so.
 ///
 /// A rank reads another's share of a piece only after that rank's message, so only after
 /// the rank has finished reading the values this one holds there: the two never touch the
