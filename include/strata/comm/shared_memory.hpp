@@ -219,8 +219,7 @@ class process_reads {
     pid_t pid;
     std::uintptr_t probe;  // where this process keeps probe_word
   };
-  static constexpr std::uint64_t probe_word_value = 0x7374726174612121;  // "strata!!"
-  static inline const std::uint64_t probe_word = probe_word_value;
+  static constexpr std::uint64_t probe_word = 0x7374726174612121;  // "strata!!", at an address the others read
   std::vector<pid_t> pids_;
 };
 

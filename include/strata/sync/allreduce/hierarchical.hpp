@@ -208,28 +208,41 @@ std::size_t hierarchical_in_pieces(node_groups<C>& groups, const span_list<T>& d
 }
 
 /// Every rank of the node learns where every other keeps its buffer. A collective: once it
-/// returns, every rank's buffer is ready to be read.
+/// returns, every rank's buffer is ready to be read. One allgather carries a buffer of up to
+/// `inline_parts` parts, the count and the parts' (address, elements); a second, sized by the
+/// node's longest list, only a buffer of more.
 template <Communicator C, Element T, Element W>
 void exchange_node_buffers(C& local, const span_list<T>& data, hierarchical_workspace<C, W>& work) {
-  const std::size_t l = static_cast<std::size_t>(local.size());
-  const int count[1] = {static_cast<int>(data.parts().size())};
-  std::vector<int> counts(l);
-  local.allgather(std::span<const int>(count), std::span<int>(counts));
-  const std::size_t most = static_cast<std::size_t>(std::ranges::max(counts));
-  std::vector<std::uint64_t> mine(2 * most, 0), all(2 * most * l);  // (address, elements) of each part
-  for (std::size_t k = 0; k < data.parts().size(); ++k) {
-    mine[2 * k] = reinterpret_cast<std::uintptr_t>(data.parts()[k].data());
-    mine[2 * k + 1] = data.parts()[k].size();
+  constexpr std::size_t inline_parts = 4;
+  const std::size_t l = static_cast<std::size_t>(local.size()), count = data.parts().size();
+  const auto listed = [&](std::size_t most) {  // count, then (address, elements) of each part
+    std::vector<std::uint64_t> mine(1 + 2 * most, 0);
+    mine[0] = count;
+    for (std::size_t k = 0; k < std::min(count, most); ++k) {
+      mine[1 + 2 * k] = reinterpret_cast<std::uintptr_t>(data.parts()[k].data());
+      mine[2 + 2 * k] = data.parts()[k].size();
+    }
+    return mine;
+  };
+  std::size_t most = inline_parts;
+  std::vector<std::uint64_t> all(l * (1 + 2 * most));
+  local.allgather(std::span<const std::uint64_t>(listed(most)), std::span<std::uint64_t>(all));
+  std::size_t longest = 0;
+  for (std::size_t r = 0; r < l; ++r) longest = std::max<std::size_t>(longest, all[r * (1 + 2 * most)]);
+  if (longest > most) {
+    most = longest;
+    all.resize(l * (1 + 2 * most));
+    local.allgather(std::span<const std::uint64_t>(listed(most)), std::span<std::uint64_t>(all));
   }
-  local.allgather(std::span<const std::uint64_t>(mine), std::span<std::uint64_t>(all));
   work.node.resize(l);
   for (std::size_t r = 0; r < l; ++r) {
+    const std::uint64_t* entry = all.data() + r * (1 + 2 * most);
     auto& buffer = work.node[r];
     buffer.parts.clear();
     buffer.starts.clear();
     std::size_t start = 0;
-    for (std::size_t k = 0; k < static_cast<std::size_t>(counts[r]); ++k) {
-      const std::uint64_t* part = all.data() + 2 * (r * most + k);
+    for (std::size_t k = 0; k < entry[0]; ++k) {
+      const std::uint64_t* part = entry + 1 + 2 * k;
       buffer.parts.push_back({static_cast<std::uintptr_t>(part[0]), static_cast<std::size_t>(part[1]) * sizeof(T)});
       buffer.starts.push_back(start);
       start += static_cast<std::size_t>(part[1]);
