@@ -7,7 +7,8 @@
 // hosts, --link-gbit gives the links' rate and the summary the ring's share of it. Within
 // a machine the ring's chunks of buffers up to --shared-max-kib go through shared memory;
 // "msgs" is the same ring sending them as MPI messages at every size. Hierarchical's node
-// ranks read each other's memory where they may; "hmsgs" is it with rings in the node.
+// ranks read each other's memory where they may; "hmsgs" is it with rings in the node,
+// "hnode" it over node memory (comm/node_memory.hpp), which the node's ranks see in place.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -91,19 +92,22 @@ int main(int argc, char** argv) {
   strata::sync::allreduce<strata::Hierarchical, communicator, float> hierarchical_rings(node_rings);
 
   if (ctx.rank() == 0)
-    fmt::print("{:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>10} {:>10} {:>9} {:>10}   (bus "
+    fmt::print("{:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>10} {:>10} {:>9} {:>10} {:>10}"
+               "   (bus "
                "bandwidth GB/s, medians; {} ranks)\n",
-               "bytes", "ring", "msgs", "tree", "hier", "hmsgs", "native", "MPI", "ring/MPI", "nat/MPI", "tree/ring",
-               "hier/ring", "ring/msgs", "hier/hmsgs", ranks);
+               "bytes", "ring", "msgs", "tree", "hier", "hmsgs", "hnode", "native", "MPI", "ring/MPI", "nat/MPI",
+               "tree/ring", "hier/ring", "ring/msgs", "hier/hmsgs", "hnode/ring", ranks);
   double ring_vs_mpi_64m = 0.0, native_vs_mpi_64m = 0.0, worst_ring_ge_1m = 1e9, worst_tree_below_64k = 1e9,
          worst_hier_ge_16m = 1e9, worst_ring_link_ge_16m = 1e9, worst_ring_vs_messages = 1e9,
-         worst_hier_vs_rings_ge_16m = 1e9;
+         worst_hier_vs_rings_ge_16m = 1e9, worst_hier_node_ge_16m = 1e9;
   for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
     const std::size_t n = bytes / sizeof(float);
     strata::host_vector<float> a(n, 1.0f), b(n, 1.0f), c(n, 1.0f), d(n, 1.0f), e(n, 1.0f), f(n, 1.0f), g(n, 1.0f);
+    strata::node_vector<float> h(n, 1.0f);
     const strata::sync::span_list<float> ring_buffer({std::span<float>(a)}), native_buffer({std::span<float>(b)}),
         tree_buffer({std::span<float>(d)}), hierarchical_buffer({std::span<float>(e)}),
-        messages_buffer({std::span<float>(f)}), node_rings_buffer({std::span<float>(g)});
+        messages_buffer({std::span<float>(f)}), node_rings_buffer({std::span<float>(g)}),
+        node_memory_buffer({std::span<float>(h)});
     std::vector<bench::contender> contenders = {
         {"ring", [&] { ring(comm, ring_buffer, 1.0f); }},
         {"ring as messages", [&] { ring_messages(comm, messages_buffer, 1.0f); }},
@@ -112,6 +116,7 @@ int main(int argc, char** argv) {
         {"hierarchical", [&] { hierarchical(comm, hierarchical_buffer, 1.0f); }},
         {"hierarchical, rings in the node", [&] { hierarchical_rings(comm, node_rings_buffer, 1.0f); }},
         {"mpi", [&] { MPI_Allreduce(MPI_IN_PLACE, c.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm.native_handle()); }},
+        {"hierarchical, node memory", [&] { hierarchical(comm, node_memory_buffer, 1.0f); }},
     };
     // A round moves at least 64 MiB: rounds of a few calls between barriers measured the
     // barrier and the scheduler as much as the all-reduce (ring/MPI swung by 10% at 1-8 MiB).
@@ -119,7 +124,8 @@ int main(int argc, char** argv) {
     bench::interleave(contenders, rounds, calls, [&] { MPI_Barrier(comm.native_handle()); });
     auto seconds = [&](std::size_t i) { return bench::median(contenders[i].seconds); };
     const double t_ring = seconds(0), t_messages = seconds(1), t_native = seconds(2), t_tree = seconds(3),
-                 t_hier = seconds(4), t_hier_rings = seconds(5), t_mpi = seconds(6);
+                 t_hier = seconds(4), t_hier_rings = seconds(5), t_mpi = seconds(6),
+                 t_hier_node = seconds(7);
     worst_ring_vs_messages = std::min(worst_ring_vs_messages, t_messages / t_ring);
     if (bytes < (64 << 10)) worst_tree_below_64k = std::min(worst_tree_below_64k, t_ring / t_tree);
     const double ring_ratio = t_mpi / t_ring, native_ratio = t_mpi / t_native;  // > 1: faster than MPI
@@ -127,6 +133,7 @@ int main(int argc, char** argv) {
     if (bytes >= (16 << 20)) {
       worst_hier_ge_16m = std::min(worst_hier_ge_16m, t_ring / t_hier);
       worst_hier_vs_rings_ge_16m = std::min(worst_hier_vs_rings_ge_16m, t_hier_rings / t_hier);
+      worst_hier_node_ge_16m = std::min(worst_hier_node_ge_16m, t_ring / t_hier_node);
       // Every link of the ring carries the bus bandwidth, those between hosts included.
       worst_ring_link_ge_16m = std::min(worst_ring_link_ge_16m, bus_gbps(bytes, t_ring, ranks) * 8.0 / link_gbit);
     }
@@ -135,12 +142,13 @@ int main(int argc, char** argv) {
       native_vs_mpi_64m = native_ratio;
     }
     if (ctx.rank() == 0)
-      fmt::print("{:>10} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>9.2f} {:>9.2f} {:>10.2f} "
-                 "{:>10.2f} {:>9.2f} {:>10.2f}\n",
+      fmt::print("{:>10} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>9.2f} {:>9.2f} "
+                 "{:>10.2f} {:>10.2f} {:>9.2f} {:>10.2f} {:>10.2f}\n",
                  bytes, bus_gbps(bytes, t_ring, ranks), bus_gbps(bytes, t_messages, ranks), bus_gbps(bytes, t_tree, ranks),
-                 bus_gbps(bytes, t_hier, ranks), bus_gbps(bytes, t_hier_rings, ranks), bus_gbps(bytes, t_native, ranks),
+                 bus_gbps(bytes, t_hier, ranks), bus_gbps(bytes, t_hier_rings, ranks),
+                 bus_gbps(bytes, t_hier_node, ranks), bus_gbps(bytes, t_native, ranks),
                  bus_gbps(bytes, t_mpi, ranks), ring_ratio, native_ratio, t_ring / t_tree, t_ring / t_hier,
-                 t_messages / t_ring, t_hier_rings / t_hier);
+                 t_messages / t_ring, t_hier_rings / t_hier, t_ring / t_hier_node);
   }
   const std::string link_share = link_gbit > 0.0 && worst_ring_link_ge_16m != 1e9
                                      ? fmt::format(" min_ring_link_share_ge_16MiB={:.3f}", worst_ring_link_ge_16m)
@@ -148,11 +156,14 @@ int main(int argc, char** argv) {
   if (ctx.rank() == 0)
     fmt::print("summary: ranks={} ring_vs_mpi={:.3f} native_vs_mpi={:.3f} min_ring_vs_mpi_ge_1MiB={:.3f} "
                "min_tree_vs_ring_below_64KiB={:.3f} min_hier_vs_ring_ge_16MiB={:.3f}{} min_ring_vs_messages={:.3f} "
-               "min_hier_reads_vs_rings_ge_16MiB={:.3f} (speed ratios, ring/native vs MPI at 64 MiB; >1 is faster; "
+               "min_hier_reads_vs_rings_ge_16MiB={:.3f} min_hier_node_vs_ring_ge_16MiB={:.3f} (speed ratios, "
+               "ring/native vs MPI at 64 MiB; >1 is faster; "
                "link share: bus bandwidth over --link-gbit; messages: the ring's chunks as MPI messages; "
-               "reads vs rings: Hierarchical's node ranks reading each other's memory vs passing messages)\n",
+               "reads vs rings: Hierarchical's node ranks reading each other's memory vs passing messages; node: "
+               "Hierarchical over node memory, which the node's ranks see in place)\n",
                ranks, ring_vs_mpi_64m, native_vs_mpi_64m, worst_ring_ge_1m == 1e9 ? 0.0 : worst_ring_ge_1m,
                worst_tree_below_64k == 1e9 ? 0.0 : worst_tree_below_64k,
                worst_hier_ge_16m == 1e9 ? 0.0 : worst_hier_ge_16m, link_share, worst_ring_vs_messages,
-               worst_hier_vs_rings_ge_16m == 1e9 ? 0.0 : worst_hier_vs_rings_ge_16m);
+               worst_hier_vs_rings_ge_16m == 1e9 ? 0.0 : worst_hier_vs_rings_ge_16m,
+               worst_hier_node_ge_16m == 1e9 ? 0.0 : worst_hier_node_ge_16m);
 }

@@ -7,6 +7,7 @@
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/loopback/loopback.hpp"
 #include "strata/comm/mpi/mpi.hpp"
+#include "strata/comm/node_memory.hpp"
 #include "strata/config.hpp"
 #include "strata/error.hpp"
 #include "strata/exec/executor.hpp"

@@ -65,10 +65,11 @@ T expected_sum(std::size_t i, int ranks) {
 
 /// Every size, both element types, tiny chunks so the ring's chunking is exercised.
 /// `ranks_per_node` simulates nodes for Hierarchical, whose node's ranks read each other's
-/// memory with `read_within_node` and pass messages (through shared memory or not) without.
+/// memory with `read_within_node` (seeing it in place where the buffers are `node_memory`)
+/// and pass messages (through shared memory or not) without.
 template <class Algorithm, class T, CommContext Context>
 void allreduce_sums_exactly(Context& ctx, int ranks_per_node = 0, bool shared_memory = true,
-                            bool read_within_node = false) {
+                            bool read_within_node = false, bool node_memory = false) {
   auto& comm = ctx.collectives();
   using C = std::remove_reference_t<decltype(comm)>;
   sync::allreduce<Algorithm, C, T> reduce(
@@ -81,8 +82,11 @@ void allreduce_sums_exactly(Context& ctx, int ranks_per_node = 0, bool shared_me
                               .hierarchical_piece_bytes = 40 * sizeof(T),
                               .read_within_node = read_within_node});
   for (std::size_t n : awkward_sizes) {
-    std::vector<T> data = contribution<T>(n, comm.rank());
-    reduce(comm, sync::span_list<T>({std::span<T>(data)}), T{1});
+    std::vector<T> values = contribution<T>(n, comm.rank());
+    node_vector<T> in_node;
+    if (node_memory) in_node.assign(values.begin(), values.end());
+    const std::span<T> data = node_memory ? std::span<T>(in_node) : std::span<T>(values);
+    reduce(comm, sync::span_list<T>({data}), T{1});
     for (std::size_t i = 0; i < n; ++i)
       expect(data[i] == expected_sum<T>(i, comm.size()), "rank {}: n={} element {} is {}, expected {}", comm.rank(), n, i,
              data[i], expected_sum<T>(i, comm.size()));

@@ -30,6 +30,9 @@ TEMPLATE_TEST_CASE("mpi: all-reduce sums exactly", "[mpi][allreduce]", float, do
   CHECK_NOTHROW(conformance::allreduce_sums_exactly<Hierarchical, TestType>(*context, two_rank_nodes()));
   // The node's ranks reading each other's memory (cross-memory attach) instead of rings.
   CHECK_NOTHROW(conformance::allreduce_sums_exactly<Hierarchical, TestType>(*context, two_rank_nodes(), false, true));
+  // ... and seeing it in place, where it is node memory.
+  CHECK_NOTHROW(
+      conformance::allreduce_sums_exactly<Hierarchical, TestType>(*context, two_rank_nodes(), false, true, true));
 }
 
 TEST_CASE("mpi: a rank reads another's memory on this machine, range by range", "[mpi][communicator]") {
@@ -52,6 +55,30 @@ TEST_CASE("mpi: a rank reads another's memory on this machine, range by range", 
   for (std::size_t i = 0; i < 10; ++i) CHECK(got[i] == peer * 100000 + 990 + static_cast<std::int32_t>(i));
   for (std::size_t i = 0; i < 5; ++i) CHECK(got[10 + i] == -peer * 100000 - static_cast<std::int32_t>(i));
   comm.barrier();  // the peer's buffers stay until every rank has read them
+}
+
+TEST_CASE("mpi: a rank sees another's node memory in place, and no other memory", "[mpi][communicator]") {
+  auto& comm = context->collectives();
+  REQUIRE(comm.peer_reads());
+  node_vector<std::int32_t> shared(3000);  // over a page: a view must reach past the first
+  std::vector<std::int32_t> private_memory(10);
+  for (std::size_t i = 0; i < shared.size(); ++i) shared[i] = static_cast<std::int32_t>(comm.rank() * 100000 + i);
+  const shared_region mine = comm.region_of(shared.data() + 2500);
+  REQUIRE(mine.id != 0);
+  CHECK(comm.region_of(private_memory.data()).id == 0);
+  const std::uint64_t said[5] = {mine.id, static_cast<std::uint64_t>(mine.handle), mine.begin, mine.bytes,
+                                 reinterpret_cast<std::uintptr_t>(shared.data() + 2500)};
+  std::vector<std::uint64_t> all(5 * static_cast<std::size_t>(comm.size()));
+  comm.allgather(std::span<const std::uint64_t>(said), std::span<std::uint64_t>(all));
+  const int peer = (comm.rank() + 1) % comm.size();
+  const std::uint64_t* theirs = all.data() + 5 * peer;
+  const shared_region region{theirs[0], static_cast<std::int64_t>(theirs[1]), theirs[2], theirs[3]};
+  const std::byte* at = comm.view_peer(peer, region, theirs[4]);
+  REQUIRE(at != nullptr);
+  const auto* values = reinterpret_cast<const std::int32_t*>(at);
+  for (std::size_t i = 0; i < 500; ++i) CHECK(values[i] == peer * 100000 + 2500 + static_cast<std::int32_t>(i));
+  CHECK(comm.view_peer(peer, shared_region{}, theirs[4]) == nullptr);  // not node memory: read it instead
+  comm.barrier();  // the peer's memory stays until every rank has seen it
 }
 
 TEST_CASE("mpi: all-reduce averages a bucket of several buffers", "[mpi][allreduce]") {

@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "strata/comm/node_memory.hpp"
 #include "strata/model/huge_pages.hpp"
 #include "strata/model/model.hpp"
 #include "strata/model/tensor_arena.hpp"
@@ -97,6 +98,36 @@ TEST_CASE("host_vector puts buffers of a huge page or more on huge pages, and sm
   grows.shrink_to_fit();
   CHECK(grows == host_vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
 
+  const std::string mode = transparent_huge_pages_mode();
+  if (mode.empty() || mode.find("[never]") != std::string::npos) {
+    WARN("not checked whether the kernel may use huge pages: transparent huge pages are off here ("
+         << (mode.empty() ? std::string("no /sys/kernel/mm/transparent_hugepage") : mode) << ")");
+    return;
+  }
+  CHECK(huge_page_eligible(large.data()) == 1);
+}
+
+TEST_CASE("node memory is shared with the machine's ranks where it may stay on huge pages", "[model][memory]") {
+  node_vector<float> small(1000, 2.5f), large(huge_page_bytes / sizeof(float) + 3, 1.5f);
+  CHECK(std::ranges::all_of(small, [](float x) { return x == 2.5f; }));
+  CHECK(std::ranges::all_of(large, [](float x) { return x == 1.5f; }));
+  // A small buffer is a region of its own: huge pages do not matter to it.
+  const shared_region region = node_region_of(small.data() + 999);
+  CHECK(region.id != 0);
+  CHECK(region.begin == reinterpret_cast<std::uintptr_t>(small.data()));
+  CHECK(region.bytes >= small.size() * sizeof(float));
+  CHECK(node_region_of(large.data()).id != node_region_of(small.data()).id);
+  std::vector<float> elsewhere(10);
+  CHECK(node_region_of(elsewhere.data()).id == 0);
+  // A large one is shared only where shared memory may take huge pages (else it is
+  // host_vector's memory), and either way lies on them where the kernel uses them.
+  std::ifstream shmem("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  std::string modes;
+  std::getline(shmem, modes);
+  const bool shared_huge = modes.find("[always]") != std::string::npos ||
+                           modes.find("[within_size]") != std::string::npos ||
+                           modes.find("[advise]") != std::string::npos || modes.find("[force]") != std::string::npos;
+  CHECK((node_region_of(large.data()).id != 0) == shared_huge);
   const std::string mode = transparent_huge_pages_mode();
   if (mode.empty() || mode.find("[never]") != std::string::npos) {
     WARN("not checked whether the kernel may use huge pages: transparent huge pages are off here ("

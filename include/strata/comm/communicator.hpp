@@ -142,6 +142,28 @@ concept PeerReads = requires(C& c, int rank, std::span<const peer_range> from, s
   c.read_peer(rank, from, into);
 };
 
+/// Memory a rank may hand to the others of its machine to map (comm/node_memory.hpp): an id
+/// unique within its process (0: none), the handle its owner maps it by, its first address
+/// in the owner's address space, and bytes.
+struct shared_region {
+  std::uint64_t id = 0;
+  std::int64_t handle = -1;
+  std::uintptr_t begin = 0;
+  std::size_t bytes = 0;
+};
+
+/// PeerReads where a rank may also see another's memory in place, and add or copy it with
+/// plain loads. `region_of(p)` is where this rank's `p` lies in memory others may map (id 0:
+/// nowhere), as the owner tells the others; `view_peer(rank, region, address)` is where
+/// `address` of `rank`'s `region` may be loaded here, or nullptr where it may not (read it
+/// with read_peer). The owner says when memory is ready and when it may change, by messages.
+template <class C>
+concept PeerViews = PeerReads<C> && requires(C& c, const void* p, int rank, const shared_region& region,
+                                              std::uintptr_t address) {
+  { c.region_of(p) } -> std::same_as<shared_region>;
+  { c.view_peer(rank, region, address) } -> std::same_as<const std::byte*>;
+};
+
 /// The memory a communicator's buffers live in: host memory, unless its backend says
 /// otherwise (nccl: device memory of its GPU). Code that stages data itself (the pipeline
 /// driver's messages, a gather's reordering) asks, and allocates device buffers from a

@@ -4,6 +4,7 @@
 // models SharedMemory and PeerReads (comm/communicator.hpp).
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <span>
 #include <string>
@@ -213,7 +215,68 @@ class process_reads {
     }
   }
 
+  /// Where `address` of rank `rank`'s node memory `region` lies mapped here, read-only; the
+  /// region is mapped on first sight (its file duplicated from the owner by pidfd_getfd,
+  /// which asks what process_vm_readv does of the kernel). nullptr where it is not node
+  /// memory or cannot be mapped: read it instead. Up to 64 regions stay mapped, the least
+  /// recently seen unmapped first: until then a region its owner has freed holds its pages.
+  const std::byte* view(int rank, const shared_region& region, std::uintptr_t address) {
+    if (region.id == 0) return nullptr;
+    const std::lock_guard lock(mapping_);  // copies of a communicator share this
+    if (refused_) return nullptr;
+    ++uses_;
+    for (mapped_region& m : mapped_)
+      if (m.rank == rank && m.id == region.id) {
+        m.last_use = uses_;
+        return m.at + (address - region.begin);
+      }
+    const std::byte* at = map(rank, region);
+    if (at == nullptr) return nullptr;
+    if (mapped_.size() == most_mapped) {  // the least recently used goes: its owner may have freed it
+      auto oldest = std::ranges::min_element(mapped_, {}, &mapped_region::last_use);
+      ::munmap(const_cast<std::byte*>(oldest->at), oldest->bytes);
+      mapped_.erase(oldest);
+    }
+    mapped_.push_back({rank, region.id, at, region.bytes, uses_});
+    return at + (address - region.begin);
+  }
+
+  process_reads() = default;
+  process_reads(const process_reads&) = delete;
+  process_reads& operator=(const process_reads&) = delete;
+  ~process_reads() {
+    for (const mapped_region& m : mapped_) ::munmap(const_cast<std::byte*>(m.at), m.bytes);
+    for (const int fd : pidfds_)
+      if (fd >= 0) ::close(fd);
+  }
+
  private:
+  struct mapped_region {
+    int rank;
+    std::uint64_t id;
+    const std::byte* at;
+    std::size_t bytes;
+    std::uint64_t last_use;
+  };
+  static constexpr std::size_t most_mapped = 64;
+
+  /// Maps `region` of rank `rank` read-only; nullptr, and no further tries, where the kernel
+  /// refuses (no pidfd_getfd before Linux 5.6, or a sandbox that forbids it).
+  const std::byte* map(int rank, const shared_region& region) {
+    if (pidfds_.empty()) pidfds_.assign(pids_.size(), -1);
+    int& pidfd = pidfds_[static_cast<std::size_t>(rank)];
+    if (pidfd < 0) pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pids_[static_cast<std::size_t>(rank)], 0));
+    const int fd =
+        pidfd < 0 ? -1 : static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd, static_cast<int>(region.handle), 0));
+    void* at = fd < 0 ? MAP_FAILED : ::mmap(nullptr, region.bytes, PROT_READ, MAP_SHARED, fd, 0);
+    if (fd >= 0) ::close(fd);
+    if (at == MAP_FAILED) {
+      refused_ = true;
+      return nullptr;
+    }
+    return static_cast<const std::byte*>(at);
+  }
+
   enum { unknown, usable, unusable } state_ = unknown;
   struct entry {
     pid_t pid;
@@ -221,6 +284,11 @@ class process_reads {
   };
   static constexpr std::uint64_t probe_word = 0x7374726174612121;  // "strata!!", at an address the others read
   std::vector<pid_t> pids_;
+  std::vector<int> pidfds_;  // per rank, opened on the first view of its memory
+  std::vector<mapped_region> mapped_;
+  std::mutex mapping_;
+  std::uint64_t uses_ = 0;
+  bool refused_ = false;
 };
 
 }  // namespace strata

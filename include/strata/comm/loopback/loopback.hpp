@@ -15,6 +15,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -355,6 +356,14 @@ class communicator {
       std::memcpy(into.data() + at, reinterpret_cast<const void*>(r.address), r.bytes);
       at += r.bytes;
     }
+  }
+
+  /// PeerViews: every rank sees every other's memory where it lies; once a rank has failed,
+  /// a view throws, as a read does.
+  shared_region region_of(const void*) const { return {1, -1, 0, std::numeric_limits<std::size_t>::max()}; }
+  const std::byte* view_peer(int, const shared_region&, std::uintptr_t address) {
+    throw_if_abandoned();
+    return reinterpret_cast<const std::byte*>(address);
   }
 
   /// Each member learns every rank's (color, key) and so computes the same group and the

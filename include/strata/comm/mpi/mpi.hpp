@@ -31,6 +31,7 @@
 #include <mpi.h>
 
 #include "strata/comm/communicator.hpp"
+#include "strata/comm/node_memory.hpp"
 #include "strata/comm/shared_memory.hpp"
 #include "strata/error.hpp"
 #include "strata/numeric/lanes.hpp"
@@ -200,6 +201,12 @@ class communicator {
   bool peer_reads() { return reads_->ready(*this); }
   void read_peer(int rank, std::span<const peer_range> from, std::span<std::byte> into) const {
     reads_->read(rank, from, into);
+  }
+  /// PeerViews over node memory (comm/node_memory.hpp), which another rank maps read-only
+  /// once; other memory has no view.
+  shared_region region_of(const void* p) const { return node_region_of(p); }
+  const std::byte* view_peer(int rank, const shared_region& region, std::uintptr_t address) {
+    return reads_->view(rank, region, address);
   }
 
   /// `color` must be non-negative (MPI's rule).

@@ -20,10 +20,12 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -85,11 +87,13 @@ struct hierarchical_workspace {
   // keeps each part of its buffer; a chunk read from another rank, to be added; the
   // messages that say a share is finished and that a rank has read all it needs.
   struct node_buffer {
-    std::vector<peer_range> parts;   // address and bytes of each part, in its owner's memory
-    std::vector<std::size_t> starts;  // the first element of each part
+    std::vector<peer_range> parts;       // address and bytes of each part, in its owner's memory
+    std::vector<shared_region> regions;  // where each part lies in memory this rank may map (PeerViews)
+    std::vector<std::size_t> starts;     // the first element of each part
   };
   std::vector<node_buffer> node;
   std::vector<peer_range> ranges;
+  std::vector<std::pair<const std::byte*, std::size_t>> views;  // (where, elements) of a range seen in place
   host_vector<std::byte> read;  // values as they are (not W), read to be added
   // (Declared before the requests whose receives fill them, so that a request given up
   // unfinished, when a rank failed, is taken back before they are freed.)
@@ -207,43 +211,51 @@ std::size_t hierarchical_in_pieces(node_groups<C>& groups, const span_list<T>& d
   return sent;
 }
 
-/// Every rank of the node learns where every other keeps its buffer. A collective: once it
-/// returns, every rank's buffer is ready to be read. One allgather carries a buffer of up to
-/// `inline_parts` parts, the count and the parts' (address, elements); a second, sized by the
-/// node's longest list, only a buffer of more.
+/// Every rank of the node learns where every other keeps its buffer, and where it lies in
+/// memory the others may map (PeerViews). A collective: once it returns, every rank's buffer
+/// is ready to be read. One allgather carries a buffer of up to `inline_parts` parts, the
+/// count and each part's address, elements and region; a second, sized by the node's
+/// longest list, only a buffer of more.
 template <Communicator C, Element T, Element W>
 void exchange_node_buffers(C& local, const span_list<T>& data, hierarchical_workspace<C, W>& work) {
-  constexpr std::size_t inline_parts = 4;
+  constexpr std::size_t inline_parts = 4, words = 6;  // per part: address, elements, region (4)
   const std::size_t l = static_cast<std::size_t>(local.size()), count = data.parts().size();
-  const auto listed = [&](std::size_t most) {  // count, then (address, elements) of each part
-    std::vector<std::uint64_t> mine(1 + 2 * most, 0);
+  const auto listed = [&](std::size_t most) {
+    std::vector<std::uint64_t> mine(1 + words * most, 0);
     mine[0] = count;
     for (std::size_t k = 0; k < std::min(count, most); ++k) {
-      mine[1 + 2 * k] = reinterpret_cast<std::uintptr_t>(data.parts()[k].data());
-      mine[2 + 2 * k] = data.parts()[k].size();
+      const std::span<T> part = data.parts()[k];
+      shared_region region;
+      if constexpr (PeerViews<C>) region = local.region_of(part.data());
+      const std::uint64_t entry[words] = {reinterpret_cast<std::uintptr_t>(part.data()), part.size(), region.id,
+                                          static_cast<std::uint64_t>(region.handle), region.begin, region.bytes};
+      std::ranges::copy(entry, mine.begin() + static_cast<std::ptrdiff_t>(1 + words * k));
     }
     return mine;
   };
   std::size_t most = inline_parts;
-  std::vector<std::uint64_t> all(l * (1 + 2 * most));
+  std::vector<std::uint64_t> all(l * (1 + words * most));
   local.allgather(std::span<const std::uint64_t>(listed(most)), std::span<std::uint64_t>(all));
   std::size_t longest = 0;
-  for (std::size_t r = 0; r < l; ++r) longest = std::max<std::size_t>(longest, all[r * (1 + 2 * most)]);
+  for (std::size_t r = 0; r < l; ++r) longest = std::max<std::size_t>(longest, all[r * (1 + words * most)]);
   if (longest > most) {
     most = longest;
-    all.resize(l * (1 + 2 * most));
+    all.resize(l * (1 + words * most));
     local.allgather(std::span<const std::uint64_t>(listed(most)), std::span<std::uint64_t>(all));
   }
   work.node.resize(l);
   for (std::size_t r = 0; r < l; ++r) {
-    const std::uint64_t* entry = all.data() + r * (1 + 2 * most);
+    const std::uint64_t* entry = all.data() + r * (1 + words * most);
     auto& buffer = work.node[r];
     buffer.parts.clear();
+    buffer.regions.clear();
     buffer.starts.clear();
     std::size_t start = 0;
     for (std::size_t k = 0; k < entry[0]; ++k) {
-      const std::uint64_t* part = entry + 1 + 2 * k;
+      const std::uint64_t* part = entry + 1 + words * k;
       buffer.parts.push_back({static_cast<std::uintptr_t>(part[0]), static_cast<std::size_t>(part[1]) * sizeof(T)});
+      buffer.regions.push_back({part[2], static_cast<std::int64_t>(part[3]), static_cast<std::uintptr_t>(part[4]),
+                                static_cast<std::size_t>(part[5])});
       buffer.starts.push_back(start);
       start += static_cast<std::size_t>(part[1]);
     }
@@ -253,19 +265,58 @@ void exchange_node_buffers(C& local, const span_list<T>& data, hierarchical_work
   }
 }
 
+/// Calls `visit(k, from, take)` for the pieces of elements [begin, begin + n) of local rank
+/// `rank`'s buffer, part k of it from element `from` on, `take` elements, in order.
+template <Communicator C, Element W, class Visit>
+void walk_node_buffer(const hierarchical_workspace<C, W>& work, int rank, std::size_t begin, std::size_t n,
+                      std::size_t element_bytes, Visit&& visit) {
+  const auto& buffer = work.node[static_cast<std::size_t>(rank)];
+  std::size_t k = static_cast<std::size_t>(std::ranges::upper_bound(buffer.starts, begin) - buffer.starts.begin()) - 1;
+  for (std::size_t done = 0; done < n; ++k) {
+    const std::size_t from = begin + done - buffer.starts[k];
+    const std::size_t take = std::min(buffer.parts[k].bytes / element_bytes - from, n - done);
+    visit(k, from, take);
+    done += take;
+  }
+}
+
 /// Copies elements [begin, begin + into.size()) of local rank `rank`'s buffer into `into`.
 template <Communicator C, Element T, Element W>
 void read_node_buffer(C& local, hierarchical_workspace<C, W>& work, int rank, std::size_t begin, std::span<T> into) {
   const auto& buffer = work.node[static_cast<std::size_t>(rank)];
   work.ranges.clear();
-  std::size_t k = static_cast<std::size_t>(std::ranges::upper_bound(buffer.starts, begin) - buffer.starts.begin()) - 1;
-  for (std::size_t done = 0; done < into.size(); ++k) {
-    const std::size_t from = begin + done - buffer.starts[k];
-    const std::size_t take = std::min(buffer.parts[k].bytes / sizeof(T) - from, into.size() - done);
+  walk_node_buffer(work, rank, begin, into.size(), sizeof(T), [&](std::size_t k, std::size_t from, std::size_t take) {
     work.ranges.push_back({buffer.parts[k].address + from * sizeof(T), take * sizeof(T)});
-    done += take;
-  }
+  });
   local.read_peer(rank, work.ranges, std::as_writable_bytes(into));
+}
+
+/// Elements [begin, begin + n) of local rank `rank`'s buffer as they lie, for `use(offset,
+/// values)` to add or copy by plain loads: true where the rank's memory may be seen in place
+/// here (PeerViews, node memory), else false, with nothing used: read it instead.
+template <Communicator C, Element T, Element W, class Use>
+bool view_node_buffer(C& local, hierarchical_workspace<C, W>& work, int rank, std::size_t begin, std::size_t n,
+                      Use&& use) {
+  if constexpr (PeerViews<C>) {
+    const auto& buffer = work.node[static_cast<std::size_t>(rank)];
+    work.views.clear();
+    bool seen = true;
+    walk_node_buffer(work, rank, begin, n, sizeof(T), [&](std::size_t k, std::size_t from, std::size_t take) {
+      const std::byte* at = seen ? local.view_peer(rank, buffer.regions[k], buffer.parts[k].address + from * sizeof(T))
+                                 : nullptr;
+      seen = at != nullptr;
+      work.views.push_back({at, take});
+    });
+    if (!seen) return false;
+    std::size_t offset = 0;
+    for (const auto& [at, take] : work.views) {
+      use(offset, std::span<const T>(reinterpret_cast<const T*>(at), take));
+      offset += take;
+    }
+    return true;
+  } else {
+    return false;
+  }
 }
 
 /// hierarchical_allreduce where the node's ranks read each other's memory. In each piece a
@@ -277,6 +328,10 @@ void read_node_buffer(C& local, hierarchical_workspace<C, W>& work, int rank, st
 /// the finished share straight from it, and learns from the message whether it held a NaN
 /// or an infinity. One more message says a rank has read all it needs from the others, and
 /// no rank returns (its buffer free to change) before every other has said so.
+///
+/// Where the node's memory may be seen in place (PeerViews: node memory, or loopback's
+/// threads), a rank adds the others' values and copies their finished shares by plain loads
+/// from where they lie; elsewhere it reads them through the kernel (read_peer) first.
 ///
 /// A rank reads another's share of a piece only after that rank's message, so only after
 /// the rank has finished reading the values this one holds there: the two never touch the
@@ -353,9 +408,16 @@ std::size_t hierarchical_by_reads(node_groups<C>& groups, const span_list<T>& da
       if (at == 0 && work.tokens[2 + k * l + r] != std::byte{0}) parts.saw_nonfinite();
       const segment s = share(k, r);
       const std::size_t n = std::min(chunk, s.size - at);
-      data.for_each(s.begin + at, n, [&](std::size_t offset, std::span<T> d) {
-        read_node_buffer(local, work, r, s.begin + at + offset, d);
-      });
+      const auto copy = [&](std::size_t o, std::span<const T> values) {
+        data.for_each(s.begin + at + o, values.size(), [&](std::size_t offset, std::span<T> d) {
+          std::memcpy(d.data(), values.data() + offset, d.size_bytes());
+        });
+      };
+      const bool seen = view_node_buffer<C, T>(local, work, r, s.begin + at, n, copy);
+      if (!seen)
+        data.for_each(s.begin + at, n, [&](std::size_t offset, std::span<T> d) {
+          read_node_buffer(local, work, r, s.begin + at + offset, d);
+        });
       sent += n * sizeof(T);
       if ((at += n) == s.size) {
         ++k;
@@ -368,11 +430,16 @@ std::size_t hierarchical_by_reads(node_groups<C>& groups, const span_list<T>& da
       const std::size_t n = std::min(chunk, s.size - summed_at), begin = s.begin + summed_at;
       for (int r = 0; r < l; ++r) {
         if (r == me) continue;
-        const std::span<T> values(reinterpret_cast<T*>(work.read.data()), n);
-        read_node_buffer(local, work, r, begin, values);
-        data.for_each(begin, n, [&](std::size_t offset, std::span<T> d) {
-          lanes::add(d.data(), values.data() + offset, d.data(), d.size());
-        });
+        const auto add = [&](std::size_t o, std::span<const T> values) {
+          data.for_each(begin + o, values.size(), [&](std::size_t offset, std::span<T> d) {
+            lanes::add(d.data(), values.data() + offset, d.data(), d.size());
+          });
+        };
+        if (!view_node_buffer<C, T>(local, work, r, begin, n, add)) {
+          const std::span<T> values(reinterpret_cast<T*>(work.read.data()), n);
+          read_node_buffer(local, work, r, begin, values);
+          add(0, values);
+        }
         sent += n * sizeof(T);
       }
       if ((summed_at += n) == s.size) {
