@@ -441,7 +441,7 @@ inline communicator world::rank(int r) {
 class context {
  public:
   context(world& collectives, world& parameter_server, world& control, int rank)
-      : worlds_{&collectives, &parameter_server, &control}, collectives_(collectives.rank(rank)),
+      : worlds_{&control, &collectives, &parameter_server}, collectives_(collectives.rank(rank)),
         parameter_server_(parameter_server.rank(rank)), control_(control.rank(rank)) {}
   int rank() const { return control_.rank(); }
   int size() const { return control_.size(); }
@@ -450,12 +450,14 @@ class context {
   communicator& control() { return control_; }
 
   /// Gives up on the job: every rank's waits fail from now on (as MPI_Abort ends them).
+  /// The control world first: its record names the rank that gave up on purpose (run()), and
+  /// must hold it before a rank woken on another world fails and aborts in turn.
   void abort() {
     for (world* w : worlds_) w->abort(rank());
   }
 
  private:
-  world* worlds_[3];
+  world* worlds_[3];  // control first (see abort)
   communicator collectives_, parameter_server_, control_;
 };
 
