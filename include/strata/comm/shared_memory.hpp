@@ -221,7 +221,7 @@ class process_reads {
   /// memory or cannot be mapped: read it instead. Up to 64 regions stay mapped, the least
   /// recently seen unmapped first: until then a region its owner has freed holds its pages.
   const std::byte* view(int rank, const shared_region& region, std::uintptr_t address) {
-    if (region.id == 0) return nullptr;
+    if (region.id == 0 || state_ != usable) return nullptr;  // no views before ready() says reads are allowed
     const std::lock_guard lock(mapping_);  // copies of a communicator share this
     if (refused_) return nullptr;
     ++uses_;
