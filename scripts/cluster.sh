@@ -3,8 +3,9 @@
 # address, hostname and shaped link, all joined by a bridge in a namespace of its own, so that
 # OpenMPI runs across them as across machines (shared memory within a host, TCP between hosts).
 #
-#   scripts/cluster.sh up [--hosts H] [--slots S] [--rate RATE]
-#                                                      # build it (default 2 hosts of 2 ranks, 10gbit links)
+#   scripts/cluster.sh up [--hosts H] [--slots S] [--rate RATE] [--cpus per-host|shared]
+#                                                      # build it (default 2 hosts of 2 ranks, 10gbit links,
+#                                                      # each host on cores of its own)
 #   scripts/cluster.sh run -np 4 program args...       # mpirun across it (from host 0)
 #   scripts/cluster.sh shape HOST RATE                 # change one host's link rate (e.g. 100mbit)
 #   scripts/cluster.sh link HOST up|down               # cut or restore one host's link (later
@@ -26,6 +27,8 @@ fail() { echo "cluster.sh: $*" >&2; exit 1; }
 host_ns() { echo "${prefix}h$1"; }
 address() { echo "$subnet.$(($1 + 1))"; }
 host_count() { [ -f "$state/hosts" ] && cat "$state/hosts" || echo 0; }
+# The command prefix that keeps a process of host $1 on the host's cores (none where they are shared).
+on_cores() { [ -s "$state/cpus.$1" ] && echo "taskset -c $(cat "$state/cpus.$1")" || true; }
 
 # A rate as tc writes it (10gbit, 500mbit) in bits per second; fails with a message otherwise.
 rate_bits() {
@@ -43,6 +46,33 @@ shape_link() {  # namespace device rate
   ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$3" burst "$burst" latency 20ms
 }
 
+# Each host gets cores of its own, as machines have: an equal share of the cores this script
+# may use. Shared, the scheduler places any host's ranks on any core: a host borrows another's
+# core while it idles, and two ranks that talk across the "network" from one core pass their
+# bytes through its cache, which no network does (on 2 cores, which ranks met on a core swung
+# Hierarchical's all-reduce by 1.5x for seconds at a time). The kernel's work of delivering a
+# host's packets still runs on its sender's core. Where hosts outnumber cores, they share them.
+give_cores() {  # hosts per-host|shared
+  local cores=() range c h per
+  rm -f "$state"/cpus.*
+  [ "$2" = per-host ] || return 0
+  for range in $(awk '/^Cpus_allowed_list/ {gsub(",", " ", $2); print $2}' /proc/self/status); do
+    for ((c = ${range%-*}; c <= ${range#*-}; ++c)); do cores+=("$c"); done
+  done
+  per=$((${#cores[@]} / $1))
+  ((per > 0)) || { echo "cluster.sh: $1 hosts on ${#cores[@]} cores: the hosts share them" >&2; return 0; }
+  for ((h = 0; h < $1; ++h)); do
+    (IFS=,; echo "${cores[*]:h * per:per}") >"$state/cpus.$h"
+  done
+}
+
+describe_cores() {  # hosts
+  local h out=""
+  [ -s "$state/cpus.0" ] || { echo "the hosts sharing all cores"; return; }
+  for ((h = 0; h < $1; ++h)); do out+="${out:+, }h$h on core(s) $(cat "$state/cpus.$h")"; done
+  echo "$out"
+}
+
 down() {
   local ns
   for ns in $(ip netns list | awk '{print $1}' | grep "^$prefix" || true); do
@@ -55,15 +85,17 @@ down() {
 }
 
 up() {
-  local hosts=2 slots=2 rate=10gbit
+  local hosts=2 slots=2 rate=10gbit cpus=per-host
   while [ $# -gt 0 ]; do
     case $1 in
       --hosts) hosts=$2; shift 2 ;;
       --slots) slots=$2; shift 2 ;;
       --rate) rate=$2; shift 2 ;;
-      *) fail "unknown option '$1' for up (--hosts H, --slots RANKS-PER-HOST, --rate RATE)" ;;
+      --cpus) cpus=$2; shift 2 ;;
+      *) fail "unknown option '$1' for up (--hosts H, --slots RANKS-PER-HOST, --rate RATE, --cpus per-host|shared)" ;;
     esac
   done
+  [[ $cpus == per-host || $cpus == shared ]] || fail "--cpus must be per-host or shared, not '$cpus'"
   [[ $hosts =~ ^[0-9]+$ ]] && ((hosts >= 1 && hosts <= 200)) || fail "--hosts must be 1 to 200, not '$hosts'"
   [[ $slots =~ ^[0-9]+$ ]] && ((slots >= 1)) || fail "--slots must be a positive number of ranks per host, not '$slots'"
   rate_bits "$rate" >/dev/null
@@ -90,6 +122,7 @@ up() {
     shape_link "$ns" eth0 "$rate"       # what the host sends
     shape_link "$switch" "h$h" "$rate"  # what it receives
   done
+  give_cores "$hosts" "$cpus"
   echo "$slots" >"$state/slots"
   echo "$hosts" >"$state/hosts"
   echo "$rate" >"$state/rate"
@@ -100,14 +133,15 @@ up() {
 # Called by mpirun as: rsh [options] ADDRESS COMMAND...
 while [[ \$1 == -* ]]; do shift; done
 host=\${1##*.}; shift
-exec ip netns exec "$prefix"h\$((host - 1)) unshare --uts sh -c "hostname $prefix"h\$((host - 1))"; \$*"
+cores=\$(cat "$state/cpus.\$((host - 1))" 2>/dev/null)
+exec ip netns exec "$prefix"h\$((host - 1)) \${cores:+taskset -c "\$cores"} unshare --uts sh -c "hostname $prefix"h\$((host - 1))"; \$*"
 EOF
   chmod +x "$state/rsh"
   # An mpirun of the cluster, for launchers that take one (strata-launch --mpirun).
   printf '#!/usr/bin/env bash\nexec bash %q run "$@"\n' "$(cd "$(dirname "$0")" && pwd)/$(basename "$0")" >"$state/mpirun"
   chmod +x "$state/mpirun"
   trap - EXIT
-  echo "cluster.sh: $hosts hosts ($(address 0)..$(address $((hosts - 1)))), links shaped to $rate; mpirun: $state/mpirun"
+  echo "cluster.sh: $hosts hosts ($(address 0)..$(address $((hosts - 1)))), links shaped to $rate, $(describe_cores "$hosts"); mpirun: $state/mpirun"
 }
 
 # The hosts whose link is up, as an OpenMPI hostfile: a job started after a host was lost runs
@@ -132,21 +166,27 @@ run() {
              --mca oob_tcp_keepalive_time "${STRATA_CLUSTER_KEEPALIVE_S:-2}" --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3
              --bind-to none)
   mpi+=(--allow-run-as-root)  # cluster.sh runs as root only
-  # The hosts share this machine's cores. Told that each host has --slots cores, OpenMPI spins
-  # in its blocking calls without giving up the core; where the ranks of all hosts outnumber
-  # the machine's cores, a spinning rank holds the core its partner on the same host needs,
-  # and each message within a host waits for the scheduler (2 x 2 ranks on 2 cores: 4 ms one
-  # way for 8 bytes, 5 us with yielding). So OpenMPI yields when idle, as it does on its own
-  # where a host's ranks exceed its slots. The count is the hosts' slots, whatever the job's
-  # -np; nproc without the OpenMP variables that change its answer. Real machines have cores
-  # of their own.
-  local ranks
-  ranks=$(($(wc -l <"$state/hostfile") * $(cat "$state/slots")))
-  if ((ranks > $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc))); then
+  # Where a host's ranks outnumber its cores (all hosts' ranks the machine's, with shared cores),
+  # OpenMPI, told that each host has --slots cores, would spin in its blocking calls without
+  # giving up the core: a spinning rank holds the core its partner on the same host needs, and
+  # each message within a host waits for the scheduler (2 x 2 ranks on 2 cores: 4 ms one way
+  # for 8 bytes, 5 us with yielding). So OpenMPI yields when idle, as it does on its own where a
+  # host's ranks exceed its slots. The count is the hosts' slots, whatever the job's -np; nproc
+  # without the OpenMP variables that change its answer. Real machines have cores of their own.
+  local ranks cores
+  if [ -s "$state/cpus.0" ]; then
+    ranks=$(cat "$state/slots")
+    cores=$(tr , '\n' <"$state/cpus.0" | wc -l)
+  else
+    ranks=$(($(wc -l <"$state/hostfile") * $(cat "$state/slots")))
+    cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+  fi
+  if ((ranks > cores)); then
     export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
   fi
   # mpirun itself runs on host 0, as a job started on a real cluster's first node.
-  exec ip netns exec "$(host_ns 0)" unshare --uts sh -c "hostname ${prefix}h0 && exec \"\$@\"" sh "${mpi[@]}" "$@"
+  # shellcheck disable=SC2046  # the prefix is words
+  exec ip netns exec "$(host_ns 0)" $(on_cores 0) unshare --uts sh -c "hostname ${prefix}h0 && exec \"\$@\"" sh "${mpi[@]}" "$@"
 }
 
 host_index() {

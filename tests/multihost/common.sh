@@ -3,7 +3,8 @@
 #   cluster_up                 takes the machine's cluster lock, builds 2 hosts x 2 ranks at
 #                              10 Gbit/s, and at exit removes it and stops a job still in
 #                              $launched; exits with cluster.sh's status (77: skipped) if it fails
-#   expect_ranks_by_host       fails unless -np 4 puts ranks 0-1 on strata-h0 and 2-3 on strata-h1
+#   expect_ranks_by_host       fails unless -np 4 puts ranks 0-1 on strata-h0 and 2-3 on strata-h1,
+#                              each rank on its host's cores (where the machine has a core per host)
 #   wait_for_commit STEP LOG   waits up to 120 s for the committed checkpoint of update STEP in
 #                              ./checkpoints while the job $launched runs; fails showing LOG if not
 launched=0
@@ -17,11 +18,22 @@ cluster_up() {
 }
 
 expect_ranks_by_host() {
-  local placement
-  placement=$(bash "$cluster" run -np 4 sh -c 'echo $OMPI_COMM_WORLD_RANK $(hostname)' | sort | paste -sd' ')
-  echo "ranks and hosts: $placement"
-  [ "$placement" = "0 strata-h0 1 strata-h0 2 strata-h1 3 strata-h1" ] ||
+  local placement rank host cores expected
+  placement=$(bash "$cluster" run -np 4 sh -c 'echo $OMPI_COMM_WORLD_RANK $(hostname) $(taskset -pc $$ | sed "s/.*: //")' | sort)
+  echo "ranks, hosts and cores: $(paste -sd';' <<<"$placement")"
+  [ "$(cut -d' ' -f1-2 <<<"$placement" | paste -sd' ')" = "0 strata-h0 1 strata-h0 2 strata-h1 3 strata-h1" ] ||
     { echo "expected ranks 0 and 1 on strata-h0, 2 and 3 on strata-h1" >&2; exit 1; }
+  # cluster.sh up gives each host cores of its own (/run/strata-cluster/cpus.N) where there is
+  # a core per host; elsewhere the hosts share all of them.
+  if (($(nproc) >= 2)); then
+    [ -s /run/strata-cluster/cpus.0 ] && [ -s /run/strata-cluster/cpus.1 ] &&
+      [ "$(cat /run/strata-cluster/cpus.0)" != "$(cat /run/strata-cluster/cpus.1)" ] ||
+      { echo "expected each host on cores of its own on $(nproc) cores" >&2; exit 1; }
+  fi
+  while read -r rank host cores; do
+    expected=$(cat "/run/strata-cluster/cpus.${host#strata-h}" 2>/dev/null || taskset -pc $$ | sed "s/.*: //")
+    [ "$cores" = "$expected" ] || { echo "rank $rank of $host runs on cores $cores, not its host's $expected" >&2; exit 1; }
+  done <<<"$placement"
 }
 
 wait_for_commit() {
