@@ -11,6 +11,7 @@
 #   scripts/cluster.sh link HOST up|down               # cut or restore one host's link (later
 #                                                      # jobs run on the hosts whose link is up)
 #   scripts/cluster.sh status                          # what exists
+#   scripts/cluster.sh cores HOST                      # the cores HOST's processes may run on
 #   scripts/cluster.sh down                            # remove everything it made
 #
 # Addresses come from the benchmarking range 198.18.0.0/15 and are given only to the namespaces
@@ -228,6 +229,10 @@ case $command in
     esac ;;
   status)
     ip netns list | grep "^$prefix" || { echo "no cluster"; exit 0; }
+    describe_cores "$(host_count)"
     write_hostfile && echo "hosts with their link up:" && cat "$state/hostfile" ;;
-  *) fail "usage: cluster.sh up [--hosts H] [--slots S] [--rate RATE] | run MPIRUN-ARGS... | shape HOST RATE | link HOST up|down | status | down" ;;
+  cores)  # a host's own cores, else (shared) all that the cluster's processes may use
+    host_index "${1:-x}"
+    cat "$state/cpus.$1" 2>/dev/null || taskset -pc $$ | sed 's/.*: //' ;;
+  *) fail "usage: cluster.sh up [--hosts H] [--slots S] [--rate RATE] [--cpus per-host|shared] | run MPIRUN-ARGS... | shape HOST RATE | link HOST up|down | status | cores HOST | down" ;;
 esac

@@ -23,15 +23,16 @@ expect_ranks_by_host() {
   echo "ranks, hosts and cores: $(paste -sd';' <<<"$placement")"
   [ "$(cut -d' ' -f1-2 <<<"$placement" | paste -sd' ')" = "0 strata-h0 1 strata-h0 2 strata-h1 3 strata-h1" ] ||
     { echo "expected ranks 0 and 1 on strata-h0, 2 and 3 on strata-h1" >&2; exit 1; }
-  # cluster.sh up gives each host cores of its own (/run/strata-cluster/cpus.N) where there is
-  # a core per host; elsewhere the hosts share all of them.
-  if (($(nproc) >= 2)); then
-    [ -s /run/strata-cluster/cpus.0 ] && [ -s /run/strata-cluster/cpus.1 ] &&
-      [ "$(cat /run/strata-cluster/cpus.0)" != "$(cat /run/strata-cluster/cpus.1)" ] ||
-      { echo "expected each host on cores of its own on $(nproc) cores" >&2; exit 1; }
+  # cluster.sh up gives each host cores of its own where there is a core per host; elsewhere
+  # the hosts share all of them.
+  local h0 h1
+  h0=$(bash "$cluster" cores 0) h1=$(bash "$cluster" cores 1)
+  if (($(nproc) >= 2)) && [ "$h0" = "$h1" ]; then
+    echo "expected each host on cores of its own on $(nproc) cores, not both on $h0" >&2
+    exit 1
   fi
   while read -r rank host cores; do
-    expected=$(cat "/run/strata-cluster/cpus.${host#strata-h}" 2>/dev/null || taskset -pc $$ | sed "s/.*: //")
+    expected=$(bash "$cluster" cores "${host#strata-h}")
     [ "$cores" = "$expected" ] || { echo "rank $rank of $host runs on cores $cores, not its host's $expected" >&2; exit 1; }
   done <<<"$placement"
 }
