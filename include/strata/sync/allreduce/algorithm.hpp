@@ -43,7 +43,8 @@ struct allreduce_options {
   /// Hierarchical: a bucket is cut into pieces of about this size (under one element: one
   /// piece), so that the ring between nodes sums one piece while the rings within a node
   /// work on others. On 2 hosts x 2 ranks at 10 Gbit/s (docs/multi_host.md), 1.5 MiB moved
-  /// 1.13-1.28x the bus bandwidth of 4 MiB at 16-128 MiB, and more than 1 or 2 MiB did.
+  /// a median 1.16x (1.09-1.41) the bus bandwidth of 4 MiB at 16-128 MiB, and more than 1 or
+  /// 2 MiB did.
   std::size_t hierarchical_piece_bytes = std::size_t{3} << 19;
   /// Hierarchical: where the ranks of a node may read each other's memory (PeerReads), each
   /// sums its share of the node's gradients where they lie and copies the others' finished
