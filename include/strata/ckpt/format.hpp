@@ -15,20 +15,26 @@
 //   u32 crc32 (zlib) of all bytes before it
 //
 // The reader checks every length against what is left before it trusts it: a truncated,
-// corrupted or foreign file is refused with checkpoint_error, never read past its end.
+// corrupted or foreign file is refused with checkpoint_error, never read past its end. It
+// parses an image in memory (parse_file) or a file in place (file_reader: the record headers
+// are read, the payloads stay on disk until a range of them is asked for), with one parser.
 #include <bit>
 #include <cstddef>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <algorithm>
 #include <limits>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <vector>
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "strata/detail/text.hpp"
@@ -63,7 +69,21 @@ enum class record_kind : std::uint8_t { slice = 0, rank_local = 1, blob = 2 };
 inline constexpr std::size_t max_name_bytes = 4096;
 inline constexpr std::size_t max_dims = 8;
 
-/// One record, pointing into the bytes it was parsed from (or will be written from).
+struct record;
+
+/// Where the payloads of records read in place come from: a checkpoint file (file_reader), or
+/// a file of another format whose tensors are read as records (safetensors::reader).
+class payload_source {
+ public:
+  /// Elements [first, first + out.size()) of `r`'s payload, as float32.
+  virtual void read_floats(const record& r, std::uint64_t first, std::span<float> out) const = 0;
+
+ protected:
+  ~payload_source() = default;
+};
+
+/// One record, pointing into the bytes it was parsed from (or will be written from), or, when
+/// parsed from a file in place, to where its payload lies in that file.
 struct record {
   record_kind kind = record_kind::blob;
   std::string name;
@@ -71,20 +91,28 @@ struct record {
   std::uint64_t begin = 0;           // first element of the slice (slice records)
   std::uint64_t count = 0;           // elements (tensors) or bytes (blobs)
   std::uint32_t source_rank = 0;     // the rank that wrote it
-  std::span<const std::byte> payload;
+  const payload_source* file = nullptr;  ///< read in place: the payload is read from here
+  std::uint64_t payload_at = 0;          ///< where the payload lies in its source
+  std::string blob_text;              ///< parsed in place: a blob's bytes (small: read at once)
+  std::span<const std::byte> payload;  ///< parsed in memory, or to be written
 
   std::uint64_t logical_elements() const {
     std::uint64_t n = 1;
     for (std::uint64_t d : shape) n *= d;
     return n;
   }
-  /// The tensor values, copied out: inside a file they need not be aligned for float.
+  /// Tensor values [first, first + out.size()) of this record, copied out: inside a file
+  /// they need not be aligned for float.
+  void read_floats(std::uint64_t first, std::span<float> out) const;
   std::vector<float> floats() const {
-    std::vector<float> values(payload.size() / sizeof(float));
-    std::memcpy(values.data(), payload.data(), values.size() * sizeof(float));
+    std::vector<float> values(static_cast<std::size_t>(kind == record_kind::blob ? 0 : count));
+    read_floats(0, values);
     return values;
   }
-  std::string_view text() const { return {reinterpret_cast<const char*>(payload.data()), payload.size()}; }
+  std::string_view text() const {
+    if (file) return blob_text;
+    return {reinterpret_cast<const char*>(payload.data()), payload.size()};
+  }
 };
 
 inline std::uint32_t crc32_of(std::span<const std::byte> bytes) {
@@ -133,33 +161,47 @@ class file_builder {
   std::uint32_t records_ = 0;
 };
 
-/// Parses a file image; throws checkpoint_error naming `what` (the file) on any defect.
-/// The records point into `bytes`, which must outlive them.
-inline std::vector<record> parse_file(std::span<const std::byte> bytes, std::string_view what) {
+namespace detail {
+
+/// Bytes of a file image in memory, as the parser reads them.
+struct memory_bytes {
+  std::span<const std::byte> bytes;
+  std::uint64_t size() const { return bytes.size(); }
+  std::span<const std::byte> read(std::uint64_t at, std::uint64_t n) {
+    return bytes.subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(n));
+  }
+  std::uint32_t crc_of_first(std::uint64_t n) { return crc32_of(read(0, n)); }
+};
+
+/// Parses the records of a file image from `source` (memory_bytes, file_reader); throws
+/// checkpoint_error naming `what` (the file) on any defect. Payloads are located, not read:
+/// `locate(record, offset, bytes)` records where each lies.
+template <class Source, class Locate>
+std::vector<record> parse_records(Source& source, std::string_view what, Locate&& locate) {
   auto fail = [&](std::string_view why) -> checkpoint_error {
     return checkpoint_error(text::cat("checkpoint file ", what, " is unusable: ", why));
   };
+  const std::uint64_t size = source.size();
   constexpr std::size_t header = file_magic.size() + 2 * sizeof(std::uint32_t);
-  if (bytes.size() < header + sizeof(std::uint32_t))
-    throw fail(text::cat("it has ", bytes.size(), " bytes, fewer than an empty checkpoint file (truncated?)"));
-  if (std::memcmp(bytes.data(), file_magic.data(), file_magic.size()) != 0)
+  if (size < header + sizeof(std::uint32_t))
+    throw fail(text::cat("it has ", size, " bytes, fewer than an empty checkpoint file (truncated?)"));
+  if (std::memcmp(source.read(0, file_magic.size()).data(), file_magic.data(), file_magic.size()) != 0)
     throw fail("it does not start with \"STRATACK\" (not a strata checkpoint)");
 
-  std::size_t at = file_magic.size();
+  const std::uint64_t end = size - sizeof(std::uint32_t);  // where the CRC-32 starts
+  std::uint64_t at = file_magic.size();
   auto take = [&]<class T>(std::type_identity<T>, std::string_view field) {
-    if (bytes.size() - sizeof(std::uint32_t) - at < sizeof(T))
-      throw fail(text::cat("it ends inside the ", field, " at byte ", at, " (truncated)"));
+    if (end - at < sizeof(T)) throw fail(text::cat("it ends inside the ", field, " at byte ", at, " (truncated)"));
     T value;
-    std::memcpy(&value, bytes.data() + at, sizeof(T));
+    std::memcpy(&value, source.read(at, sizeof(T)).data(), sizeof(T));
     at += sizeof(T);
     return value;
   };
-  auto take_bytes = [&](std::uint64_t n, std::string_view field) {
-    if (bytes.size() - sizeof(std::uint32_t) - at < n)
-      throw fail(text::cat("its ", field, " of ", n, " bytes at byte ", at, " runs past the end (truncated)"));
-    const auto span = bytes.subspan(at, static_cast<std::size_t>(n));
-    at += static_cast<std::size_t>(n);
-    return span;
+  auto skip = [&](std::uint64_t n, std::string_view field) {
+    if (end - at < n) throw fail(text::cat("its ", field, " of ", n, " bytes at byte ", at, " runs past the end (truncated)"));
+    const std::uint64_t from = at;
+    at += n;
+    return from;
   };
   using u8 = std::type_identity<std::uint8_t>;
   using u16 = std::type_identity<std::uint16_t>;
@@ -170,9 +212,8 @@ inline std::vector<record> parse_file(std::span<const std::byte> bytes, std::str
   if (version != format_version)
     throw fail(text::cat("format version ", version, ", but this strata reads version ", format_version));
   std::uint32_t stored_crc;
-  std::memcpy(&stored_crc, bytes.data() + bytes.size() - sizeof(stored_crc), sizeof(stored_crc));
-  if (crc32_of(bytes.first(bytes.size() - sizeof(stored_crc))) != stored_crc)
-    throw fail("its CRC-32 does not match its contents (corrupted or truncated)");
+  std::memcpy(&stored_crc, source.read(end, sizeof(stored_crc)).data(), sizeof(stored_crc));
+  if (source.crc_of_first(end) != stored_crc) throw fail("its CRC-32 does not match its contents (corrupted or truncated)");
 
   const std::uint32_t count = take(u32{}, "record count");
   std::vector<record> records;
@@ -184,7 +225,7 @@ inline std::vector<record> parse_file(std::span<const std::byte> bytes, std::str
     r.kind = static_cast<record_kind>(kind);
     const std::uint16_t name_bytes = take(u16{}, "name length");
     if (name_bytes > max_name_bytes) throw fail(text::cat("record ", i, " has a name of ", name_bytes, " bytes"));
-    const auto name = take_bytes(name_bytes, "name");
+    const auto name = source.read(skip(name_bytes, "name"), name_bytes);
     r.name.assign(reinterpret_cast<const char*>(name.data()), name.size());
     const std::uint8_t dims = take(u8{}, "dimension count");
     if (dims > max_dims) throw fail(text::cat("record \"", r.name, "\" has ", dims, " dimensions"));
@@ -213,29 +254,114 @@ inline std::vector<record> parse_file(std::span<const std::byte> bytes, std::str
         throw fail(text::cat("tensor record \"", r.name, "\" has ", r.count, " elements but ", payload_bytes,
                              " payload bytes"));
     }
-    r.payload = take_bytes(payload_bytes, "payload");
+    locate(r, skip(payload_bytes, "payload"), payload_bytes);
     records.push_back(std::move(r));
   }
-  if (at != bytes.size() - sizeof(std::uint32_t))
-    throw fail(text::cat(bytes.size() - sizeof(std::uint32_t) - at, " bytes follow the last record"));
+  if (at != end) throw fail(text::cat(end - at, " bytes follow the last record"));
   return records;
 }
 
-/// The bytes of a file, or checkpoint_error naming it.
-inline std::vector<std::byte> read_file_bytes(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw checkpoint_error(
-        text::cat("checkpoint file ", path, " is not a regular file",
-                  ec ? text::cat(" (", ec.message(), ")") : std::string(" (a folder, or missing?)")));
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw checkpoint_error(text::cat("checkpoint file ", path, " cannot be opened"));
-  const auto size = static_cast<std::size_t>(in.tellg());
-  std::vector<std::byte> bytes(size);
-  in.seekg(0);
-  if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
-    throw checkpoint_error(text::cat("checkpoint file ", path, " cannot be read"));
-  return bytes;
+}  // namespace detail
+
+/// Parses a file image; throws checkpoint_error naming `what` (the file) on any defect.
+/// The records point into `bytes`, which must outlive them.
+inline std::vector<record> parse_file(std::span<const std::byte> bytes, std::string_view what) {
+  detail::memory_bytes source{bytes};
+  return detail::parse_records(source, what, [&](record& r, std::uint64_t at, std::uint64_t n) {
+    r.payload = source.read(at, n);
+    r.payload_at = at;
+  });
+}
+
+/// A checkpoint file read in place: its CRC-32 checked and its records parsed by reading the
+/// file in pieces, the payloads left on disk until a range of them is read. What restores and
+/// exports use, so that memory holds what is being copied, not every file at once.
+class file_reader final : public payload_source {
+ public:
+  /// Opens `path`; throws checkpoint_error naming it when it is no regular file or cannot be
+  /// read.
+  explicit file_reader(std::string path) : path_(std::move(path)) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path_, ec))
+      throw checkpoint_error(
+          text::cat("checkpoint file ", path_, " is not a regular file",
+                    ec ? text::cat(" (", ec.message(), ")") : std::string(" (a folder, or missing?)")));
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) throw checkpoint_error(text::cat("checkpoint file ", path_, " cannot be opened: ", std::strerror(errno)));
+    size_ = std::filesystem::file_size(path_, ec);
+    if (ec) throw checkpoint_error(text::cat("checkpoint file ", path_, " cannot be read: ", ec.message()));
+  }
+  file_reader(const file_reader&) = delete;
+  file_reader& operator=(const file_reader&) = delete;
+  ~file_reader() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  const std::string& path() const { return path_; }
+  std::uint64_t size() const { return size_; }
+
+  /// The file's records; their payloads are read through this reader, which must outlive them.
+  std::vector<record> records() {
+    return detail::parse_records(*this, path_, [&](record& r, std::uint64_t at, std::uint64_t n) {
+      r.file = this;
+      r.payload_at = at;
+      if (r.kind == record_kind::blob) {
+        const auto bytes = read(at, n);
+        r.blob_text.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      }
+    });
+  }
+  /// The CRC-32 the file carries in its last four bytes.
+  std::uint32_t stored_crc() {
+    std::uint32_t crc = 0;
+    if (size_ >= sizeof(crc)) std::memcpy(&crc, read(size_ - sizeof(crc), sizeof(crc)).data(), sizeof(crc));
+    return crc;
+  }
+
+  void read_floats(const record& r, std::uint64_t first, std::span<float> out) const override {
+    read_into(r.payload_at + first * sizeof(float), std::as_writable_bytes(out));
+  }
+
+  /// Reads bytes [at, at + out.size()) of the file into `out`.
+  void read_into(std::uint64_t at, std::span<std::byte> out) const {
+    for (std::size_t done = 0; done < out.size();) {
+      const ssize_t n = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(at + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0)
+        throw checkpoint_error(text::cat("checkpoint file ", path_, " cannot be read at byte ", at + done,
+                                         n < 0 ? text::cat(": ", std::strerror(errno)) : std::string(" (it shrank)")));
+      done += static_cast<std::size_t>(n);
+    }
+  }
+
+  // The parser's source: small reads through a buffer, the checksum in pieces.
+  std::span<const std::byte> read(std::uint64_t at, std::uint64_t n) {
+    buffer_.resize(static_cast<std::size_t>(n));
+    read_into(at, buffer_);
+    return buffer_;
+  }
+  std::uint32_t crc_of_first(std::uint64_t n) {
+    constexpr std::uint64_t piece = 1 << 20;
+    std::vector<std::byte> chunk(static_cast<std::size_t>(std::min(n, piece)));
+    uLong crc = crc32_z(0L, Z_NULL, 0);
+    for (std::uint64_t at = 0; at < n; at += piece) {
+      const std::span<std::byte> part(chunk.data(), static_cast<std::size_t>(std::min(piece, n - at)));
+      read_into(at, part);
+      crc = crc32_z(crc, reinterpret_cast<const Bytef*>(part.data()), part.size());
+    }
+    return static_cast<std::uint32_t>(crc);
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+  std::vector<std::byte> buffer_;
+};
+
+inline void record::read_floats(std::uint64_t first, std::span<float> out) const {
+  if (file) return file->read_floats(*this, first, out);
+  std::memcpy(out.data(), payload.data() + first * sizeof(float), out.size_bytes());
 }
 
 }  // namespace strata::ckpt

@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <span>
@@ -59,13 +60,48 @@ concept Group = requires(G& g, const G& cg, std::span<std::byte> bytes, std::spa
   g.allgather(mine, all);
 };
 
+/// The one process of a program that reads or writes checkpoints alone (strata-ckpt): a
+/// Group of one rank.
+struct single_process {
+  int rank() const { return 0; }
+  int size() const { return 1; }
+  void broadcast(std::span<std::byte>, int) {}
+  void allgather(std::span<const std::uint32_t> mine, std::span<std::uint32_t> all) {
+    std::copy(mine.begin(), mine.end(), all.begin());
+  }
+};
+
 /// The user's own facts to restore with the tensors: data position, random state, epoch.
 using metadata = std::map<std::string, std::string>;
 
+/// What a checkpoint says of the model that saved it, for the people and tools that read it
+/// (strata-ckpt info): each variable's canonical strategy and element type, and the mesh.
+/// Restoring needs none of it.
+struct model_description {
+  struct variable {
+    std::string name, strategy, dtype;
+  };
+  std::string mesh;  ///< "dp=2,tp=2,pp=1"; empty without a mesh
+  std::vector<variable> variables;
+  /// Weights alone (written by an import: strata-ckpt import): tensors the model has beyond
+  /// them (optimizer state) keep their fresh values when restored.
+  bool weights_only = false;
+};
+
 struct restored_checkpoint {
-  std::int64_t step = 0;
-  int world_size = 0;  ///< of the job that saved it
+  std::int64_t step = 0;  ///< updates done when it was saved
+  int world_size = 0;     ///< of the job that saved it
   metadata meta;
+  model_description description;  ///< empty where the saver gave none
+};
+
+/// A committed checkpoint opened for reading, every checksum checked: what it says of itself,
+/// and the tensor records of all its rank files, whose payloads are read from the files on
+/// demand.
+struct checkpoint_contents {
+  restored_checkpoint header;
+  std::vector<std::unique_ptr<file_reader>> files;
+  std::vector<record> records;  ///< tensor records (slices and rank-local tensors) only
 };
 
 namespace detail {
@@ -142,6 +178,25 @@ inline std::uint32_t stored_crc(std::span<const std::byte> image) {
   return crc;
 }
 
+/// The variables of a model description as a commit file keeps them: a line each, its
+/// fields separated by tabs.
+inline std::string print_variables(const std::vector<model_description::variable>& variables) {
+  std::string out;
+  for (const auto& v : variables) out += text::cat(v.name, '\t', v.strategy, '\t', v.dtype, '\n');
+  return out;
+}
+inline std::vector<model_description::variable> parse_variables(std::string_view lines) {
+  std::vector<model_description::variable> out;
+  while (!lines.empty()) {
+    const std::string_view line = lines.substr(0, lines.find('\n'));
+    lines.remove_prefix(std::min(lines.size(), line.size() + 1));
+    const std::size_t a = line.find('\t'), b = a == std::string_view::npos ? a : line.find('\t', a + 1);
+    if (b == std::string_view::npos) continue;  // not a description line: nothing to show
+    out.push_back({std::string(line.substr(0, a)), std::string(line.substr(a + 1, b - a - 1)), std::string(line.substr(b + 1))});
+  }
+  return out;
+}
+
 /// A fresh checkpoint id: 64 bits from the system's random source.
 inline std::uint64_t random_id() {
   std::random_device source;
@@ -154,6 +209,152 @@ std::vector<std::uint32_t> gather_u32(C& comm, std::uint32_t mine) {
   std::vector<std::uint32_t> all(static_cast<std::size_t>(comm.size()));
   comm.allgather(std::span<const std::uint32_t>(&mine, 1), std::span<std::uint32_t>(all.data(), all.size()));
   return all;
+}
+
+/// Each tensor's records, in order of their first element. A shard of many blocks (a
+/// parameter-server variable partitioned along an inner axis has one per outer index) is
+/// saved as as many slices, and restoring each from a search of every record took time
+/// quadratic in them.
+using records_by_name = std::map<std::string_view, std::vector<const record*>>;
+inline records_by_name index_records(const std::vector<record>& records) {
+  records_by_name index;
+  for (const record& r : records)
+    if (r.kind != record_kind::blob) index[r.name].push_back(&r);
+  for (auto& [name, list] : index)
+    std::stable_sort(list.begin(), list.end(), [](const record* a, const record* b) { return a->begin < b->begin; });
+  return index;
+}
+
+/// Fills one tensor from the records: a replicated tensor, or a sharded range of one, from
+/// the slices that intersect it; a rank-local one from the old ranks that map to this rank.
+/// `may_be_absent`: the checkpoint holds weights alone and `t` is state beyond them, which
+/// keeps its fresh values when the checkpoint lacks it.
+inline void fill(const tensor_state& t, const records_by_name& index, int rank, int size,
+                 const std::filesystem::path& folder, bool may_be_absent) {
+  const std::vector<std::uint64_t> shape = detail::to_u64(t.shape);
+  const auto named = index.find(t.name);
+  const std::span<const record* const> all = named == index.end() ? std::span<const record* const>() : named->second;
+  const std::size_t found = all.size();
+  // The elements this rank fills: the whole tensor, or its shard's range.
+  const std::uint64_t first = t.how == sharing::sharded ? t.begin : 0, last = first + t.data.size();
+  // The records that may intersect it: those that start before it and reach into it, then
+  // those that start inside it.
+  std::span<const record* const> near = all;
+  if (t.how != sharing::rank_local) {
+    const auto starts_before = [](const record* r, std::uint64_t at) { return r->begin < at; };
+    auto from = std::lower_bound(all.begin(), all.end(), first, starts_before);
+    while (from != all.begin() && (*(from - 1))->begin + (*(from - 1))->count > first) --from;
+    near = {from, std::lower_bound(all.begin(), all.end(), last, starts_before)};
+  }
+  struct part {
+    std::uint64_t begin, end;  // of a slice's part in range
+  };
+  std::vector<part> slices;
+  if (t.how == sharing::rank_local) std::fill(t.data.begin(), t.data.end(), 0.0f);
+  const auto check_shape = [&](const record& r) {
+    if (r.shape != shape)
+      throw checkpoint_error(text::cat("checkpoint ", folder.string(), " holds \"", t.name, "\" with shape [",
+                                       text::join(r.shape, ","), "], but the model's is [", text::join(shape, ","),
+                                       "]; restore into a model with the same variables"));
+  };
+  if (!all.empty()) check_shape(*all.front());  // also where none of its slices is in this rank's range
+  for (const record* each : near) {
+    const record& r = *each;
+    check_shape(r);
+    if (t.how != sharing::rank_local) {
+      const std::uint64_t from = std::max(first, r.begin), to = std::min(last, r.begin + r.count);
+      if (from >= to) continue;
+      r.read_floats(from - r.begin, t.data.subspan(static_cast<std::size_t>(from - first), static_cast<std::size_t>(to - from)));
+      slices.push_back({from, to});
+      continue;
+    }
+    if (static_cast<int>(r.source_rank % static_cast<std::uint32_t>(size)) == rank) {
+      const std::vector<float> values = r.floats();
+      for (std::size_t i = 0; i < values.size(); ++i) t.data[i] += values[i];
+    }
+  }
+  if (found == 0 && (t.optional || may_be_absent)) return;
+  if (found == 0)
+    throw checkpoint_error(
+        text::cat("checkpoint ", folder.string(), " has no \"", t.name, "\"; it was saved from a different model"));
+  if (t.how != sharing::rank_local) {
+    std::sort(slices.begin(), slices.end(), [](const part& x, const part& y) {
+      return x.begin < y.begin || (x.begin == y.begin && x.end < y.end);
+    });
+    std::uint64_t end = first;
+    for (const part& p : slices)
+      if (p.begin == end) end = p.end;
+      else break;
+    if (end != last)
+      throw checkpoint_error(text::cat("checkpoint ", folder.string(), " does not cover \"", t.name,
+                                       "\" exactly once with its slices (element ", end, " of [", first, ", ", last,
+                                       ") is missing or written twice)"));
+  }
+}
+
+/// Whether `tensor` is state of another tensor the checkpoint holds ("fc1.weight/momentum"
+/// beside "fc1.weight"), rather than a weight of its own.
+inline bool beyond_weights(std::string_view tensor, const records_by_name& index) {
+  for (std::size_t slash = tensor.find('/'); slash != std::string_view::npos; slash = tensor.find('/', slash + 1))
+    if (index.contains(tensor.substr(0, slash))) return true;
+  return false;
+}
+
+/// Throws Error unless every rank's `ok` is 1: the local failure's message where there is
+/// one, else which ranks failed.
+template <class Error = checkpoint_error>
+void throw_unless_all(const std::vector<std::uint32_t>& ok, const std::string& local_failure, std::string_view doing) {
+  std::vector<int> failed;
+  for (std::size_t r = 0; r < ok.size(); ++r)
+    if (!ok[r]) failed.push_back(static_cast<int>(r));
+  if (failed.empty()) return;
+  if (!local_failure.empty()) throw Error(local_failure);
+  throw Error(text::cat(doing, ": rank", failed.size() > 1 ? "s" : "", " ", text::join(failed, ", "), " failed (see ",
+                        failed.size() > 1 ? "their" : "its", " message)"));
+}
+
+/// Imported weights that the model does not have are refused by name: they would be
+/// dropped silently (a renamed layer, a file of another model).
+inline void refuse_unknown(const records_by_name& index, const state_set& state, const std::filesystem::path& folder) {
+  for (const auto& [name, records] : index) {
+    const auto known = std::find_if(state.tensors().begin(), state.tensors().end(),
+                                    [&](const tensor_state& t) { return t.name == name; });
+    if (known == state.tensors().end())
+      throw checkpoint_error(text::cat("checkpoint ", folder.string(), " holds \"", name,
+                                       "\", which the model has no tensor of (imported from another model, or a "
+                                       "variable renamed?)"));
+  }
+}
+
+/// Runs `f` on every rank of `comm`; where it throws on any rank, every rank throws Error: the
+/// local message where it failed here, else which ranks failed. The ranks learn it together,
+/// so that none goes on into a collective the others have left.
+template <class Error = checkpoint_error, Group C, class F>
+void agree(C& comm, std::string_view doing, F&& f) {
+  std::string failure;
+  try {
+    f();
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  throw_unless_all<Error>(gather_u32(comm, failure.empty() ? 1u : 0u), failure, doing);
+}
+
+/// Collective: fills every tensor of `state` from `records` (any world size and layout may
+/// have written them), then runs its restore hooks. `weights_only`: the records are weights
+/// alone; state beyond them keeps its fresh values, and a record the model has no tensor for
+/// is refused. A sharded tensor is checked only in its rank's range, so one rank may refuse
+/// what the others took: they agree before the hooks, which may run collectives.
+template <Group C>
+void fill_state(C& comm, const std::vector<record>& records, const state_set& state, const std::filesystem::path& from,
+                bool weights_only) {
+  agree(comm, text::cat("restoring from ", from.string()), [&] {
+    const records_by_name index = index_records(records);
+    for (const tensor_state& t : state.tensors())
+      fill(t, index, comm.rank(), comm.size(), from, weights_only && beyond_weights(t.name, index));
+    if (weights_only) refuse_unknown(index, state, from);
+  });
+  state.restored();
 }
 
 }  // namespace detail
@@ -185,7 +386,8 @@ class store {
   /// checkpoint is committed. A rank that cannot write makes every rank throw; a state that
   /// holds NaN or infinite values on any rank is not saved (numeric_error on every rank).
   template <Group C>
-  void save(C& comm, std::int64_t step, const state_set& state, const metadata& meta = {}) const {
+  void save(C& comm, std::int64_t step, const state_set& state, const metadata& meta = {},
+            const model_description& description = {}) const {
     const std::filesystem::path folder = folder_of(step);
     refuse_diverged(comm, step, state);
     std::uint64_t id = comm.rank() == 0 ? detail::random_id() : 0;
@@ -198,6 +400,11 @@ class store {
       if (comm.rank() == 0) std::filesystem::remove(folder / commit_name);  // re-saving a step: not committed meanwhile
       file_builder file;
       file.add(detail::blob(std::string(identity_name), identity));
+      // Each rank describes the variables it holds (a pipeline stage knows only its own).
+      const std::string variables = detail::print_variables(description.variables);
+      if (!description.mesh.empty()) file.add(detail::blob("strata/mesh", description.mesh));
+      if (!variables.empty()) file.add(detail::blob("strata/variables", variables));
+      if (description.weights_only) file.add(detail::blob("strata/weights_only", "1"));
       for (const tensor_state& t : state.tensors()) {
         record r;
         r.kind = record_kind::slice;
@@ -230,7 +437,7 @@ class store {
     const std::vector<std::uint32_t> ok = detail::gather_u32(comm, failure.empty() ? 1u : 0u);
     const std::vector<std::uint32_t> crcs = detail::gather_u32(comm, crc);
     if (std::find(ok.begin(), ok.end(), 0u) != ok.end()) forget(folder, comm.rank(), comm.size());
-    throw_unless_all<checkpoint_write_error>(ok, failure, text::cat("saving checkpoint ", folder.string()));
+    detail::throw_unless_all<checkpoint_write_error>(ok, failure, text::cat("saving checkpoint ", folder.string()));
     if (comm.rank() == 0) {
       try {
         commit(folder, step, id, comm.size(), crcs, meta);
@@ -253,28 +460,72 @@ class store {
   template <Group C>
   restored_checkpoint restore(C& comm, std::int64_t step, const state_set& state) const {
     const std::filesystem::path folder = folder_of(step);
-    std::string failure;
-    restored_checkpoint result;
-    std::vector<std::vector<std::byte>> files;
-    std::vector<record> records;
-    try {
-      result = read_commit(folder, step, files, records);
-    } catch (const std::exception& e) {
-      failure = e.what();
+    checkpoint_contents contents;
+    detail::agree(comm, text::cat("restoring checkpoint ", folder.string()), [&] { contents = open(step); });
+    detail::fill_state(comm, contents.records, state, folder, contents.header.description.weights_only);
+    return std::move(contents.header);
+  }
+
+  /// Opens committed checkpoint `step` for reading, checking the commit file, every rank
+  /// file's checksum and identity; throws checkpoint_error saying what is wrong. Nothing but
+  /// the record headers is held in memory.
+  checkpoint_contents open(std::int64_t step) const {
+    const std::filesystem::path folder = folder_of(step);
+    const std::string commit_path = (folder / commit_name).string();
+    checkpoint_contents result;
+    file_reader commit_file(commit_path);
+    restored_checkpoint& header = result.header;
+    std::optional<std::string_view> step_text, world, crcs, id;
+    const std::vector<record> commit_records = commit_file.records();
+    for (const record& r : commit_records) {
+      if (r.kind != record_kind::blob) continue;
+      if (r.name == "strata/step") step_text = r.text();
+      else if (r.name == "strata/world_size") world = r.text();
+      else if (r.name == "strata/file_crc32") crcs = r.text();
+      else if (r.name == "strata/checkpoint_id") id = r.text();
+      else if (r.name.starts_with("meta/")) header.meta.emplace(r.name.substr(5), r.text());
     }
-    throw_unless_all(detail::gather_u32(comm, failure.empty() ? 1u : 0u), failure,
-                     text::cat("restoring checkpoint ", folder.string()));
-    // A sharded tensor is checked only in its rank's range, so one rank may refuse what the
-    // others took: they agree before the restore hooks, which may run collectives.
-    try {
-      const records_by_name index = index_records(records);
-      for (const tensor_state& t : state.tensors()) fill(t, index, comm.rank(), comm.size(), folder);
-    } catch (const checkpoint_error& e) {
-      failure = e.what();
+    auto unusable = [&](std::string_view why) {
+      return checkpoint_error(text::cat("checkpoint file ", commit_path, " is unusable: ", why));
+    };
+    auto number = [&](std::optional<std::string_view> field, std::string_view what) {
+      std::int64_t value = -1;
+      if (!field || std::from_chars(field->data(), field->data() + field->size(), value).ec != std::errc() || value < 0)
+        throw unusable(text::cat("no valid ", what));
+      return value;
+    };
+    header.step = number(step_text, "step");
+    const std::int64_t world_size = number(world, "world size");
+    if (header.step != step)
+      throw unusable(text::cat("it commits step ", header.step, ", but lies in the folder of step ", step,
+                               " (copied from another checkpoint?)"));
+    if (world_size == 0 || world_size > std::numeric_limits<int>::max() ||
+        !crcs || crcs->size() != static_cast<std::size_t>(world_size) * sizeof(std::uint32_t))
+      throw unusable("it lists no checksum per rank file");
+    header.world_size = static_cast<int>(world_size);
+    std::uint64_t id_value = 0;
+    if (!id || id->size() != 16 || std::from_chars(id->data(), id->data() + id->size(), id_value, 16).ec != std::errc())
+      throw unusable("it carries no checkpoint id (written by an earlier strata version, or damaged)");
+    for (int r = 0; r < header.world_size; ++r) {
+      file_reader& file = *result.files.emplace_back(std::make_unique<file_reader>((folder / rank_file(r, header.world_size)).string()));
+      std::uint32_t expected;
+      std::memcpy(&expected, crcs->data() + static_cast<std::size_t>(r) * sizeof(expected), sizeof(expected));
+      if (file.stored_crc() != expected)
+        throw checkpoint_error(text::cat("checkpoint file ", file.path(),
+                                         " is unusable: it is not the file that was committed (its checksum differs; "
+                                         "corrupted, truncated, or copied in from another checkpoint)"));
+      std::vector<record> parsed = file.records();
+      const std::string expected_identity = detail::identity(id_value, header.step, r, header.world_size);
+      if (parsed.empty() || parsed.front().name != identity_name || parsed.front().text() != expected_identity)
+        throw checkpoint_error(
+            text::cat("checkpoint file ", file.path(), " is unusable: it says \"",
+                      parsed.empty() || parsed.front().name != identity_name ? "nothing"
+                                                                             : text::excerpt(parsed.front().text(), 96),
+                      "\" but belongs to \"", expected_identity, "\" (copied in from another step, run or rank)"));
+      for (record& rec : parsed)
+        if (rec.kind != record_kind::blob) result.records.push_back(std::move(rec));
+        else describe(rec, header.description);
     }
-    throw_unless_all(detail::gather_u32(comm, failure.empty() ? 1u : 0u), failure,
-                     text::cat("restoring checkpoint ", folder.string()));
-    state.restored();
     return result;
   }
 
@@ -345,17 +596,6 @@ class store {
     std::filesystem::remove(folder, ignored);  // only if empty
   }
 
-  template <class Error = checkpoint_error>
-  static void throw_unless_all(const std::vector<std::uint32_t>& ok, const std::string& local_failure, std::string_view doing) {
-    std::vector<int> failed;
-    for (std::size_t r = 0; r < ok.size(); ++r)
-      if (!ok[r]) failed.push_back(static_cast<int>(r));
-    if (failed.empty()) return;
-    if (!local_failure.empty()) throw Error(local_failure);
-    throw Error(text::cat(doing, ": rank", failed.size() > 1 ? "s" : "", " ", text::join(failed, ", "), " failed (see ",
-                          failed.size() > 1 ? "their" : "its", " message)"));
-  }
-
   void commit(const std::filesystem::path& folder, std::int64_t step, std::uint64_t id, int world_size,
               const std::vector<std::uint32_t>& crcs, const metadata& meta) const {
     const std::string step_text = std::to_string(step), world_text = std::to_string(world_size);
@@ -384,142 +624,15 @@ class store {
     }
   }
 
-  /// Reads and checks the commit file and every rank file of `folder`.
-  static restored_checkpoint read_commit(const std::filesystem::path& folder, std::int64_t folder_step,
-                                         std::vector<std::vector<std::byte>>& files, std::vector<record>& records) {
-    const std::string commit_path = (folder / commit_name).string();
-    files.push_back(read_file_bytes(commit_path));
-    restored_checkpoint result;
-    std::optional<std::string_view> step, world, crcs, id;
-    for (const record& r : parse_file(files.back(), commit_path)) {
-      if (r.kind != record_kind::blob) continue;
-      if (r.name == "strata/step") step = r.text();
-      else if (r.name == "strata/world_size") world = r.text();
-      else if (r.name == "strata/file_crc32") crcs = r.text();
-      else if (r.name == "strata/checkpoint_id") id = r.text();
-      else if (r.name.starts_with("meta/")) result.meta.emplace(r.name.substr(5), r.text());
-    }
-    auto unusable = [&](std::string_view why) {
-      return checkpoint_error(text::cat("checkpoint file ", commit_path, " is unusable: ", why));
-    };
-    auto number = [&](std::optional<std::string_view> field, std::string_view what) {
-      std::int64_t value = -1;
-      if (!field || std::from_chars(field->data(), field->data() + field->size(), value).ec != std::errc() || value < 0)
-        throw unusable(text::cat("no valid ", what));
-      return value;
-    };
-    result.step = number(step, "step");
-    result.world_size = static_cast<int>(number(world, "world size"));
-    if (result.step != folder_step)
-      throw unusable(text::cat("it commits step ", result.step, ", but lies in the folder of step ", folder_step,
-                               " (copied from another checkpoint?)"));
-    if (!crcs || crcs->size() != static_cast<std::size_t>(result.world_size) * sizeof(std::uint32_t) || result.world_size == 0)
-      throw unusable("it lists no checksum per rank file");
-    std::uint64_t id_value = 0;
-    if (!id || id->size() != 16 || std::from_chars(id->data(), id->data() + id->size(), id_value, 16).ec != std::errc())
-      throw unusable("it carries no checkpoint id (written by an earlier strata version, or damaged)");
-    for (int r = 0; r < result.world_size; ++r) {
-      const std::string path = (folder / rank_file(r, result.world_size)).string();
-      files.push_back(read_file_bytes(path));
-      std::uint32_t expected;
-      std::memcpy(&expected, crcs->data() + static_cast<std::size_t>(r) * sizeof(expected), sizeof(expected));
-      if (detail::stored_crc(files.back()) != expected)
-        throw checkpoint_error(text::cat("checkpoint file ", path,
-                                         " is unusable: it is not the file that was committed (its checksum differs; "
-                                         "corrupted, truncated, or copied in from another checkpoint)"));
-      std::vector<record> parsed = parse_file(files.back(), path);
-      const std::string expected_identity = detail::identity(id_value, result.step, r, result.world_size);
-      if (parsed.empty() || parsed.front().name != identity_name || parsed.front().text() != expected_identity)
-        throw checkpoint_error(
-            text::cat("checkpoint file ", path, " is unusable: it says \"",
-                      parsed.empty() || parsed.front().name != identity_name ? "nothing"
-                                                                             : text::excerpt(parsed.front().text(), 96),
-                      "\" but belongs to \"", expected_identity, "\" (copied in from another step, run or rank)"));
-      for (record& rec : parsed) records.push_back(std::move(rec));
-    }
-    return result;
-  }
-
-  /// Each tensor's records, in order of their first element. A shard of many blocks (a
-  /// parameter-server variable partitioned along an inner axis has one per outer index) is
-  /// saved as as many slices, and restoring each from a search of every record took time
-  /// quadratic in them.
-  using records_by_name = std::map<std::string_view, std::vector<const record*>>;
-  static records_by_name index_records(const std::vector<record>& records) {
-    records_by_name index;
-    for (const record& r : records)
-      if (r.kind != record_kind::blob) index[r.name].push_back(&r);
-    for (auto& [name, list] : index)
-      std::stable_sort(list.begin(), list.end(), [](const record* a, const record* b) { return a->begin < b->begin; });
-    return index;
-  }
-
-  /// Fills one tensor from the records: a replicated tensor, or a sharded range of one, from
-  /// the slices that intersect it; a rank-local one from the old ranks that map to this rank.
-  static void fill(const tensor_state& t, const records_by_name& index, int rank, int size,
-                   const std::filesystem::path& folder) {
-    const std::vector<std::uint64_t> shape = detail::to_u64(t.shape);
-    const auto named = index.find(t.name);
-    const std::span<const record* const> all = named == index.end() ? std::span<const record* const>() : named->second;
-    const std::size_t found = all.size();
-    // The elements this rank fills: the whole tensor, or its shard's range.
-    const std::uint64_t first = t.how == sharing::sharded ? t.begin : 0, last = first + t.data.size();
-    // The records that may intersect it: those that start before it and reach into it, then
-    // those that start inside it.
-    std::span<const record* const> near = all;
-    if (t.how != sharing::rank_local) {
-      const auto starts_before = [](const record* r, std::uint64_t at) { return r->begin < at; };
-      auto from = std::lower_bound(all.begin(), all.end(), first, starts_before);
-      while (from != all.begin() && (*(from - 1))->begin + (*(from - 1))->count > first) --from;
-      near = {from, std::lower_bound(all.begin(), all.end(), last, starts_before)};
-    }
-    struct part {
-      std::uint64_t begin, end;  // of a slice's part in range
-    };
-    std::vector<part> slices;
-    if (t.how == sharing::rank_local) std::fill(t.data.begin(), t.data.end(), 0.0f);
-    const auto check_shape = [&](const record& r) {
-      if (r.shape != shape)
-        throw checkpoint_error(text::cat("checkpoint ", folder.string(), " holds \"", t.name, "\" with shape [",
-                                         text::join(r.shape, ","), "], but the model's is [", text::join(shape, ","),
-                                         "]; restore into a model with the same variables"));
-    };
-    if (!all.empty()) check_shape(*all.front());  // also where none of its slices is in this rank's range
-    for (const record* each : near) {
-      const record& r = *each;
-      check_shape(r);
-      if (t.how != sharing::rank_local) {
-        const std::uint64_t from = std::max(first, r.begin), to = std::min(last, r.begin + r.count);
-        if (from >= to) continue;
-        const std::vector<float> values = r.floats();
-        std::copy(values.begin() + static_cast<std::ptrdiff_t>(from - r.begin),
-                  values.begin() + static_cast<std::ptrdiff_t>(to - r.begin),
-                  t.data.begin() + static_cast<std::ptrdiff_t>(from - first));
-        slices.push_back({from, to});
-        continue;
-      }
-      const std::vector<float> values = r.floats();
-      if (static_cast<int>(r.source_rank % static_cast<std::uint32_t>(size)) == rank) {
-        for (std::size_t i = 0; i < values.size(); ++i) t.data[i] += values[i];
-      }
-    }
-    if (found == 0 && t.optional) return;
-    if (found == 0)
-      throw checkpoint_error(
-          text::cat("checkpoint ", folder.string(), " has no \"", t.name, "\"; it was saved from a different model"));
-    if (t.how != sharing::rank_local) {
-      std::sort(slices.begin(), slices.end(), [](const part& x, const part& y) {
-        return x.begin < y.begin || (x.begin == y.begin && x.end < y.end);
-      });
-      std::uint64_t end = first;
-      for (const part& p : slices)
-        if (p.begin == end) end = p.end;
-        else break;
-      if (end != last)
-        throw checkpoint_error(text::cat("checkpoint ", folder.string(), " does not cover \"", t.name,
-                                         "\" exactly once with its slices (element ", end, " of [", first, ", ", last,
-                                         ") is missing or written twice)"));
-    }
+  /// Adds what a rank file's blob says of the model to `description`.
+  static void describe(const record& blob, model_description& description) {
+    if (blob.name == "strata/mesh") description.mesh = blob.text();
+    if (blob.name == "strata/weights_only") description.weights_only = blob.text() == "1";
+    if (blob.name != "strata/variables") return;
+    for (auto& v : detail::parse_variables(blob.text()))
+      if (std::none_of(description.variables.begin(), description.variables.end(),
+                       [&](const model_description::variable& known) { return known.name == v.name; }))
+        description.variables.push_back(std::move(v));
   }
 
   std::filesystem::path directory_;
