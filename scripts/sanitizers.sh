@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The unit tests (loopback ranks as threads) under AddressSanitizer + UndefinedBehaviorSanitizer
 # and under ThreadSanitizer, then each libFuzzer target (the strategy-string parser, the
-# checkpoint reader) for FUZZ_SECONDS (default 15). A crash stops the script; its input,
-# saved by libFuzzer, belongs in tests/fuzz/corpus/<target>/ as a regression test.
+# checkpoint reader, the safetensors reader) for FUZZ_SECONDS (default 15). A crash stops the
+# script; its input, saved by libFuzzer, belongs in tests/fuzz/corpus/<target>/ as a
+# regression test.
 # Each runs in its own build folder; examples and benchmarks are not built here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +25,7 @@ TSAN_OPTIONS=halt_on_error=1 run_sanitized build-tsan "-O1 -fsanitize=thread" th
 
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
       -DSTRATA_BUILD_TESTS=OFF -DSTRATA_BUILD_EXAMPLES=OFF -DSTRATA_BUILD_BENCHMARKS=OFF -DSTRATA_BUILD_FUZZERS=ON
-for target in strategy_string checkpoint_reader; do
+for target in strategy_string checkpoint_reader safetensors_reader; do
   cmake --build build-fuzz --target "${target}_fuzzer"
   corpus=build-fuzz/corpus/$target
   mkdir -p "$corpus"

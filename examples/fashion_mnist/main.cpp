@@ -82,6 +82,7 @@ struct options {
   long max_steps = -1;  // stop early (tests)
   std::string save_params;
   double min_accuracy = 0.0;
+  std::string init_weights;    // safetensors weights to start from
   std::string checkpoint_dir;  // save here, and resume from here after a failure
   long checkpoint_every = 0;   // updates between checkpoints; 0: at the end of every epoch
   int keep_checkpoints = 3;
@@ -221,6 +222,13 @@ int train(strata::mpi::context& ctx, const options& o) {
   long step = 0;
   int first_epoch = 1;
 
+  // Weights from elsewhere (strata-ckpt export, or another framework's safetensors); a
+  // checkpoint to resume from comes after them and wins.
+  if (!o.init_weights.empty()) {
+    exec.load_weights(o.init_weights);
+    if (rank == 0) fmt::print("weights loaded from {}\n", o.init_weights);
+  }
+
   // Checkpoints hold, beside the executor's state, the data position: the epoch and the
   // shuffle engine as it was before that epoch's shuffle. The batches of the epoch that
   // were done before the checkpoint are skipped on resume, so the data order is unchanged.
@@ -236,8 +244,11 @@ int train(strata::mpi::context& ctx, const options& o) {
                                                        "resume with the same {}, or use another --checkpoint-dir",
                                                        value, o.checkpoint_dir, saved->second, flag));
       step = restored->step;
-      first_epoch = std::stoi(restored->meta.at("epoch"));
-      std::istringstream(restored->meta.at("shuffle_engine")) >> shuffle_engine;
+      // Weights imported from elsewhere (strata-ckpt import) come without a data position.
+      if (const auto epoch = restored->meta.find("epoch"); epoch != restored->meta.end()) {
+        first_epoch = std::stoi(epoch->second);
+        std::istringstream(restored->meta.at("shuffle_engine")) >> shuffle_engine;
+      }
       if (rank == 0)
         fmt::print("resumed from {} at update {} of {} (epoch {}, saved by {} ranks)\n",
                    checkpoints->folder_of(restored->step).string(), step, total_steps, first_epoch, restored->world_size);
@@ -304,7 +315,7 @@ int train(strata::mpi::context& ctx, const options& o) {
     accuracy = test_accuracy();
     const strata::sync_stats& total = exec.total();
     if (rank == 0)
-      fmt::print("epoch {:2d}  loss {:.4f}  test accuracy {:.2f}%  {:.0f} samples/s  {:.2f} s  (sync {:.2f} s, waited {:.2f} s, "
+      fmt::print("epoch {:2d}  loss {:.6f}  test accuracy {:.2f}%  {:.0f} samples/s  {:.2f} s  (sync {:.2f} s, waited {:.2f} s, "
                  "sent {:.1f} MiB)\n",
                  epoch, loss, 100.0 * accuracy, static_cast<double>(batches * o.global_batch) / epoch_seconds, epoch_seconds,
                  total.comm_seconds - comm_before.comm_seconds, total.wait_seconds - comm_before.wait_seconds,
@@ -358,6 +369,9 @@ int main(int argc, char** argv) {
   examples::number(app, "--max-steps", o.max_steps, 0L, 1'000'000'000L, "stop after this many updates");
   app.add_option("--save-params", o.save_params, "rank 0 writes the final parameters here (raw float32)");
   examples::number(app, "--min-accuracy", o.min_accuracy, 0.0, 1.0, "exit non-zero below this test accuracy");
+  app.add_option("--init-weights", o.init_weights,
+                 "start from these weights: a .safetensors file or the .index.json of shards (names and shapes as "
+                 "strata-ckpt export writes them)");
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
                  "save checkpoints here; at start, resume from the newest usable one (any number of ranks may have saved it)");
   examples::number(app, "--checkpoint-every", o.checkpoint_every, 0L, 1'000'000'000L,

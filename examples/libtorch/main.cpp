@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -59,6 +60,7 @@ struct options {
   bool overlap = true;
   long max_steps = -1;
   std::string save_params;
+  std::string checkpoint_dir;  // resume from the newest checkpoint here; save one at the end
   double min_accuracy = 0.0;
 };
 
@@ -87,6 +89,18 @@ int train(strata::mpi::context& ctx, const options& o) {
   auto exec = strata::make_executor(ctx, bound.model(), strata::optim::sgd{.lr = o.lr, .momentum = o.momentum});
   if (o.overlap) bound.mark_ready_during_backward(exec);
 
+  // A checkpoint holds the updates done; the data order is replayed up to them.
+  long step = 0;
+  std::optional<strata::ckpt::store> checkpoints;
+  if (!o.checkpoint_dir.empty()) {
+    checkpoints.emplace(o.checkpoint_dir);
+    if (const auto restored = exec.restore_checkpoint(*checkpoints)) {
+      step = restored->step;
+      if (rank == 0)
+        fmt::print("resumed from {} at update {}\n", checkpoints->folder_of(step).string(), step);
+    }
+  }
+
   const long samples = x_train.size(0);
   const long steps_per_epoch = samples / o.global_batch;  // drop the ragged tail, as the twin does
   const long total_steps = o.max_steps >= 0 ? std::min(o.max_steps, steps_per_epoch * o.epochs) : steps_per_epoch * o.epochs;
@@ -100,16 +114,19 @@ int train(strata::mpi::context& ctx, const options& o) {
     return net.forward(x_test).argmax(1).eq(y_test).to(torch::kFloat64).mean().item<double>();
   };
   double test_accuracy = -1.0, seconds = 0.0;
-  long step = 0;
   int epochs_run = 0;
-  for (int epoch = 1; epoch <= o.epochs && step < total_steps; ++epoch, ++epochs_run) {
-    const torch::Tensor perm = torch::randperm(samples, order, torch::kLong);
+  for (int epoch = 1; epoch <= o.epochs && step < total_steps; ++epoch) {
+    const torch::Tensor perm = torch::randperm(samples, order, torch::kLong);  // every epoch's, to replay the order
+    const long epoch_first = static_cast<long>(epoch - 1) * steps_per_epoch;
+    const long epoch_steps = std::min(steps_per_epoch, total_steps - epoch_first);
+    if (step >= epoch_first + epoch_steps) continue;  // done before the checkpoint
+    ++epochs_run;
     const strata::sync_stats before = exec.total();
-    const long epoch_steps = std::min(steps_per_epoch, total_steps - step);
-    examples::progress_line progress(examples::progress_wanted(rank), epoch, epoch_steps * o.global_batch);
+    const long skipped = step - epoch_first;
+    examples::progress_line progress(examples::progress_wanted(rank), epoch, (epoch_steps - skipped) * o.global_batch);
     double loss_sum = 0.0;
     const auto start = std::chrono::steady_clock::now();
-    for (long s = 0; s < epoch_steps; ++s, ++step) {
+    for (long s = skipped; s < epoch_steps; ++s, ++step) {
       const torch::Tensor batch = perm.slice(0, s * o.global_batch + rank * local, s * o.global_batch + (rank + 1) * local);
       bound.zero_gradients();
       const torch::Tensor loss = torch::nn::functional::cross_entropy(net.forward(x_train.index_select(0, batch)),
@@ -122,7 +139,7 @@ int train(strata::mpi::context& ctx, const options& o) {
                                                 value, step + 1, o.lr));
       loss_sum += value;
       exec.step();  // averages the gradients over ranks and applies SGD to the module's own memory
-      progress.update((s + 1) * o.global_batch);
+      progress.update((s + 1 - skipped) * o.global_batch);
     }
     progress.clear();
     const double epoch_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -131,11 +148,12 @@ int train(strata::mpi::context& ctx, const options& o) {
     const strata::sync_stats& total = exec.total();
     if (rank == 0)
       fmt::print("epoch {:2d}  loss {:.4f}  test accuracy {:.2f}%  {:.2f} s  (sync {:.2f} s, waited {:.2f} s)\n", epoch,
-                 loss_sum / static_cast<double>(std::max(epoch_steps, 1L)), 100.0 * test_accuracy, epoch_seconds,
+                 loss_sum / static_cast<double>(std::max(epoch_steps - skipped, 1L)), 100.0 * test_accuracy, epoch_seconds,
                  total.comm_seconds - before.comm_seconds, total.wait_seconds - before.wait_seconds);
     std::fflush(stdout);
   }
-  if (test_accuracy < 0) test_accuracy = accuracy();  // no update was asked for (--max-steps 0)
+  if (test_accuracy < 0) test_accuracy = accuracy();  // no update was asked for (--max-steps 0), or resumed at the end
+  if (checkpoints) exec.save_checkpoint(*checkpoints);
   if (rank == 0) {
     std::vector<std::span<const float>> params;
     for (const auto& p : net.parameters())
@@ -168,6 +186,8 @@ int main(int argc, char** argv) {
   examples::boolean(app, "--overlap", o.overlap, "mark gradients ready from autograd hooks (buckets start during backward)");
   examples::number(app, "--max-steps", o.max_steps, 0L, 1'000'000'000L, "stop after this many updates");
   app.add_option("--save-params", o.save_params, "rank 0 writes the final parameters here (raw float32)");
+  app.add_option("--checkpoint-dir", o.checkpoint_dir,
+                 "resume from the newest checkpoint here (e.g. weights from strata-ckpt import), and save one at the end");
   examples::number(app, "--min-accuracy", o.min_accuracy, 0.0, 1.0, "exit non-zero below this test accuracy");
   return examples::parse_and_run(ctx, app, argc, argv, "libtorch_fashion_mnist", [&] {
     int status = 0;

@@ -35,6 +35,7 @@
 
 #include "../common/blas.hpp"
 #include "../common/rank_main.hpp"
+#include "../common/save_state.hpp"
 #include "../fashion_mnist/idx.hpp"
 #include "vit.hpp"
 
@@ -54,6 +55,7 @@ struct options {
   int check_against_one_rank = 0;
   double tolerance = 1e-4;
   std::string checkpoints;
+  std::string save_state;  // each rank's parameters as placed in the whole model (safetensors)
   std::string strategy = "Ring";  // the data groups' all-reduce, or auto
   std::string calibration;        // --strategy auto: the job's calibration (else measured at start)
   int trials = 2;                 // --strategy auto: algorithms timed before the fastest is kept
@@ -209,7 +211,8 @@ std::vector<vit::parameter> train(strata::mpi::context& world, strata::mesh<Cont
   if (!o.checkpoints.empty()) {
     store.emplace(o.checkpoints);
     if (const auto restored = t.executor().restore_checkpoint(*store)) {
-      first_epoch = std::stoi(restored->meta.at("epoch")) + 1;
+      // Weights imported from elsewhere (strata-ckpt import) come without an epoch.
+      if (const auto epoch = restored->meta.find("epoch"); epoch != restored->meta.end()) first_epoch = std::stoi(epoch->second) + 1;
       if (report && world.rank() == 0) fmt::print("resumed after epoch {}\n", first_epoch - 1);
     }
   }
@@ -250,6 +253,8 @@ std::vector<vit::parameter> train(strata::mpi::context& world, strata::mesh<Cont
                  strata::to_string(grid.shape()), o.schedule, o.strategy, epochs, totals[1] / static_cast<double>(test_set.size()));
     if (store) t.executor().save_checkpoint(*store, {{"epoch", std::to_string(epoch)}});
   }
+  if (report && !o.save_state.empty())
+    examples::save_rank_state(t.executor(), fmt::format("{}.rank-{}.safetensors", o.save_state, world.rank()));
   return t.net().parameters();
 }
 
@@ -354,6 +359,9 @@ int main(int argc, char** argv) {
                    "train this many updates on the mesh and on one rank alone, and compare");
   app.add_option("--tolerance", o.tolerance, "--check-against-one-rank's relative tolerance");
   app.add_option("--checkpoints", o.checkpoints, "a folder: save after each epoch, resume from the newest checkpoint");
+  app.add_option("--save-state", o.save_state,
+                 "at the end, each rank writes the parameters it holds to PREFIX.rank-K.safetensors (slices of the whole "
+                 "tensors, for comparing with strata-ckpt export)");
   examples::one_of(app, "--strategy", o.strategy, {"Ring", "Tree", "Native", "auto"},
                    "the data groups' all-reduce (every variable), or auto: the cost model's choice, refined by trial runs");
   app.add_option("--calibration", o.calibration, "--strategy auto: this job's calibration (strata-calibrate --output)");

@@ -14,6 +14,7 @@
 #include <iterator>
 #include <future>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <span>
@@ -27,6 +28,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "strata/ckpt/exchange.hpp"
 #include "strata/ckpt/store.hpp"
 #include "strata/comm/communicator.hpp"
 #include "strata/error.hpp"
@@ -310,7 +312,18 @@ class executor<Context, model<Strategies...>, O> {
     tensors.add_all(extra);
     const trace::span traced("checkpoint", "checkpoint", 0, [&] { return store.folder_of(updates_).string(); });
     within_deadline(fmt::format("saving checkpoint {}", store.folder_of(updates_).string()),
-                    [&] { store.save(checkpoint_control(), updates_, tensors, meta); });
+                    [&] { store.save(checkpoint_control(), updates_, tensors, meta, description()); });
+  }
+
+  /// What a checkpoint says of this rank's variables (strata-ckpt info shows it): their
+  /// canonical strategies and element type, and the mesh.
+  ckpt::model_description description() const {
+    static const std::array<std::string, sizeof...(Strategies)> strategies = {strategy_name<Strategies>()...};
+    ckpt::model_description d;
+    if (placement_) d.mesh = to_string(placement_->shape);
+    for (std::size_t i = 0; i < model_->variables().size(); ++i)
+      d.variables.push_back({model_->variables()[i].name, strategies[model_->strategy_of({i})], "float32"});
+    return d;
   }
 
   /// Collective: restores the newest usable checkpoint in `store` (refusing corrupted ones)
@@ -330,6 +343,20 @@ class executor<Context, model<Strategies...>, O> {
       if constexpr (has_parameter_server) restore_parameter_servers();
     }
     return restored;
+  }
+
+  /// Collective: fills the parameters from safetensors weights (a .safetensors file, or the
+  /// .index.json of shards: strata-ckpt export's, or weights published elsewhere), whatever
+  /// the strategies and mesh: each rank takes its parts. The optimizer state and the update
+  /// count stay as they are. A tensor the model lacks, a weight the file lacks, another shape
+  /// or a dtype other than F64/F32/F16/BF16 is refused on every rank (ckpt::checkpoint_error),
+  /// naming the tensor.
+  void load_weights(const std::filesystem::path& file) {
+    steps_.require_between_updates("load_weights");
+    const ckpt::state_set tensors = state();
+    within_deadline(fmt::format("loading weights from {}", file.string()),
+                    [&] { ckpt::load_weights(checkpoint_control(), file, tensors); });
+    if constexpr (has_parameter_server) restore_parameter_servers();
   }
 
   /// What this rank holds: the parameters it binds, the optimizer state of replicated
