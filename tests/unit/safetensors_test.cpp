@@ -149,6 +149,9 @@ TEST_CASE("a checkpoint file read in place gives the records parsed in memory", 
   CHECK(two == std::vector<float>{-2.0f, 3.25f});
   CHECK(in_place[1].text() == "step 7");
   CHECK(reader.stored_crc() == ckpt::detail::stored_crc(image));
+  // The file is closed once parsed; a payload read after it was replaced is refused.
+  std::ofstream(path, std::ios::binary | std::ios::app).put('x');
+  CHECK_THROWS_WITH(in_place[0].read_floats(0, two), Catch::Contains("changed after it was checked"));
   // A flipped byte is refused by the streaming checksum as by the one in memory.
   std::vector<std::byte> damaged = image;
   damaged[30] ^= std::byte{1};

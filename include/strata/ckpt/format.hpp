@@ -34,6 +34,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -275,34 +276,28 @@ inline std::vector<record> parse_file(std::span<const std::byte> bytes, std::str
 
 /// A checkpoint file read in place: its CRC-32 checked and its records parsed by reading the
 /// file in pieces, the payloads left on disk until a range of them is read. What restores and
-/// exports use, so that memory holds what is being copied, not every file at once.
+/// exports use, so that memory holds what is being copied, not every file at once. The file
+/// stays open only while it is parsed: a checkpoint of a thousand ranks must not hold a
+/// thousand descriptors on every rank; a payload read opens it again and refuses a file that
+/// is no longer the one checked.
 class file_reader final : public payload_source {
  public:
   /// Opens `path`; throws checkpoint_error naming it when it is no regular file or cannot be
   /// read.
   explicit file_reader(std::string path) : path_(std::move(path)) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path_, ec))
-      throw checkpoint_error(
-          text::cat("checkpoint file ", path_, " is not a regular file",
-                    ec ? text::cat(" (", ec.message(), ")") : std::string(" (a folder, or missing?)")));
-    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) throw checkpoint_error(text::cat("checkpoint file ", path_, " cannot be opened: ", std::strerror(errno)));
-    size_ = std::filesystem::file_size(path_, ec);
-    if (ec) throw checkpoint_error(text::cat("checkpoint file ", path_, " cannot be read: ", ec.message()));
+    fd_ = open_checked(&identity_);
+    size_ = static_cast<std::uint64_t>(identity_.st_size);
   }
   file_reader(const file_reader&) = delete;
   file_reader& operator=(const file_reader&) = delete;
-  ~file_reader() {
-    if (fd_ >= 0) ::close(fd_);
-  }
+  ~file_reader() { close(); }
 
   const std::string& path() const { return path_; }
   std::uint64_t size() const { return size_; }
 
   /// The file's records; their payloads are read through this reader, which must outlive them.
   std::vector<record> records() {
-    return detail::parse_records(*this, path_, [&](record& r, std::uint64_t at, std::uint64_t n) {
+    std::vector<record> parsed = detail::parse_records(*this, path_, [&](record& r, std::uint64_t at, std::uint64_t n) {
       r.file = this;
       r.payload_at = at;
       if (r.kind == record_kind::blob) {
@@ -310,6 +305,8 @@ class file_reader final : public payload_source {
         r.blob_text.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
       }
     });
+    close();
+    return parsed;
   }
   /// The CRC-32 the file carries in its last four bytes.
   std::uint32_t stored_crc() {
@@ -324,14 +321,21 @@ class file_reader final : public payload_source {
 
   /// Reads bytes [at, at + out.size()) of the file into `out`.
   void read_into(std::uint64_t at, std::span<std::byte> out) const {
-    for (std::size_t done = 0; done < out.size();) {
-      const ssize_t n = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(at + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        throw checkpoint_error(text::cat("checkpoint file ", path_, " cannot be read at byte ", at + done,
-                                         n < 0 ? text::cat(": ", std::strerror(errno)) : std::string(" (it shrank)")));
-      done += static_cast<std::size_t>(n);
+    if (fd_ >= 0) return pread_all(fd_, at, out);
+    struct stat now {};
+    const int fd = open_checked(&now);
+    if (now.st_dev != identity_.st_dev || now.st_ino != identity_.st_ino || now.st_size != identity_.st_size ||
+        now.st_mtim.tv_sec != identity_.st_mtim.tv_sec || now.st_mtim.tv_nsec != identity_.st_mtim.tv_nsec) {
+      ::close(fd);
+      throw checkpoint_error(text::cat("checkpoint file ", path_, " changed after it was checked (replaced or written to)"));
     }
+    try {
+      pread_all(fd, at, out);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
   }
 
   // The parser's source: small reads through a buffer, the checksum in pieces.
@@ -353,8 +357,37 @@ class file_reader final : public payload_source {
   }
 
  private:
+  /// The file opened for reading, `st` filled; checkpoint_error unless it is a regular file.
+  int open_checked(struct stat* st) const {
+    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      throw checkpoint_error(text::cat("checkpoint file ", path_, " is not a regular file (", std::strerror(errno), ")"));
+    if (::fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+      ::close(fd);
+      throw checkpoint_error(text::cat("checkpoint file ", path_, " is not a regular file (a folder, or missing?)"));
+    }
+    return fd;
+  }
+
+  void pread_all(int fd, std::uint64_t at, std::span<std::byte> out) const {
+    for (std::size_t done = 0; done < out.size();) {
+      const ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(at + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0)
+        throw checkpoint_error(text::cat("checkpoint file ", path_, " cannot be read at byte ", at + done,
+                                         n < 0 ? text::cat(": ", std::strerror(errno)) : std::string(" (it shrank)")));
+      done += static_cast<std::size_t>(n);
+    }
+  }
+
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
   std::string path_;
-  int fd_ = -1;
+  int fd_ = -1;  ///< open while the file is checked and parsed
+  struct stat identity_ {};
   std::uint64_t size_ = 0;
   std::vector<std::byte> buffer_;
 };
