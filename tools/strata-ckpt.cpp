@@ -80,12 +80,14 @@ int info(const std::string& directory, std::optional<std::int64_t> step) {
   fmt::print("{:<40} {:<18} {:<10} {}\n", "tensor", "shape", "dtype", "strategy");
   for (const auto& [name, records] : index) {
     const bool weight = !ckpt::detail::beyond_weights(name, index);
-    std::string strategy = records.front()->kind == ckpt::record_kind::rank_local ? "(each rank's own)" : "";
+    std::string what = records.front()->kind == ckpt::record_kind::rank_local ? "(each rank's own: not exported)"
+                       : weight                                              ? ""
+                                                                             : "(optimizer state)";
     std::string dtype = "float32";
     for (const auto& v : d.variables)
-      if (v.name == name) strategy = v.strategy, dtype = v.dtype;
+      if (v.name == name) what = v.strategy, dtype = v.dtype;
     fmt::print("{:<40} {:<18} {:<10} {}\n", weight ? std::string(name) : "  " + std::string(name),
-               shape_text(records.front()->shape), weight ? dtype : "float32", weight ? strategy : "(optimizer state)");
+               shape_text(records.front()->shape), dtype, what);
   }
   for (std::int64_t older : store.committed_steps()) {
     if (older >= c.header.step) continue;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # strata-ckpt against the real safetensors package (Python), one case per mode:
 #
-#   exports.sh vit_tp2 <strata-ckpt> <vit> <work> [mpirun flags...]
-#     a ViT on a tp=2 mesh (2 ranks) trains and checkpoints; its export, read by Python, equals
-#     the parameters the two ranks held, bit for bit (each rank's slices of the whole tensors).
+#   exports.sh vit <strata-ckpt> <vit> <work> [mpirun flags...]
+#     a ViT on a tp=2 mesh (2 ranks), then on pp=2, trains and checkpoints; each export, read
+#     by Python, equals the parameters the two ranks held, bit for bit (each rank's tensor-
+#     parallel parts, or its pipeline stage's tensors).
 #   exports.sh ps <strata-ckpt> <ps_state> <work> [mpirun flags...]
 #     the same for parameter-server shards (uneven, dense and sparse) on 2 ranks.
 #   exports.sh import_resume <strata-ckpt> <fashion_mnist> <work> [mpirun flags...]
@@ -28,16 +29,19 @@ here=$(cd "$(dirname "$0")" && pwd)
 fail() { echo "FAIL: $*"; exit 1; }
 
 case $mode in
-vit_tp2)
+vit)
   program=$3 work=$4; shift 4
   rm -rf "$work" && mkdir -p "$work"
-  "$mpirun" -n 2 "$@" "$program" --mesh tp=2 --epochs 1 --max-steps 3 --global-batch 16 \
-    --checkpoints "$work/checkpoints" --save-state "$work/state"
-  "$ckpt" info "$work/checkpoints" | tee "$work/info.txt"
-  grep -q "saved by 2 ranks on mesh dp=1,tp=2,pp=1" "$work/info.txt" || fail "info does not show the mesh"
-  grep -q "TensorParallel" "$work/info.txt" || fail "info does not show the strategies"
-  "$ckpt" export "$work/checkpoints" --to "$work/vit.safetensors"
-  "$python" "$here/compare_export.py" "$work/vit.safetensors" "$work"/state.rank-*.safetensors
+  for mesh in tp=2 pp=2; do
+    "$mpirun" -n 2 "$@" "$program" --mesh $mesh --epochs 1 --max-steps 3 --global-batch 16 \
+      --checkpoints "$work/$mesh" --save-state "$work/$mesh/state"
+    "$ckpt" info "$work/$mesh" | tee "$work/$mesh/info.txt"
+    grep -q "saved by 2 ranks on mesh .*$mesh" "$work/$mesh/info.txt" || fail "info does not show the mesh"
+    grep -q "Replicate,.*AllReduce<Ring>" "$work/$mesh/info.txt" || fail "info does not show the strategies"
+    "$ckpt" export "$work/$mesh" --to "$work/$mesh.safetensors"
+    "$python" "$here/compare_export.py" "$work/$mesh.safetensors" "$work/$mesh"/state.rank-*.safetensors
+  done
+  grep -q "TensorParallel<0>" "$work/tp=2/info.txt" || fail "info does not show the tensor-parallel strategies"
   ;;
 ps)
   program=$3 work=$4; shift 4
