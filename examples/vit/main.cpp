@@ -217,6 +217,10 @@ std::vector<vit::parameter> train(strata::mpi::context& world, strata::mesh<Cont
     }
   }
   const int epochs = updates > 0 ? 1 : o.epochs;
+  if (batch > train_set.size())
+    throw examples::flag_error("--global-batch", fmt::format("{} is larger than the {} training images: no update "
+                                                             "would run", batch, train_set.size()));
+  const std::int64_t updates_before = t.executor().updates();
   std::size_t steps = train_set.size() / batch;  // per epoch
   if (updates > 0) steps = static_cast<std::size_t>(updates);
   else if (o.max_steps > 0) steps = std::min(steps, static_cast<std::size_t>(o.max_steps));
@@ -253,6 +257,11 @@ std::vector<vit::parameter> train(strata::mpi::context& world, strata::mesh<Cont
                  strata::to_string(grid.shape()), o.schedule, o.strategy, epochs, totals[1] / static_cast<double>(test_set.size()));
     if (store) t.executor().save_checkpoint(*store, {{"epoch", std::to_string(epoch)}});
   }
+  // A comparison of meshes must compare training: a run that trained less than asked (a
+  // checkpoint that restored a finished run) proves nothing.
+  if (updates > 0 && t.executor().updates() - updates_before != updates)
+    throw strata::usage_error(fmt::format("asked to train {} updates to compare, but {} ran (resumed from a checkpoint?)",
+                                          updates, t.executor().updates() - updates_before));
   if (report && !o.save_state.empty())
     examples::save_rank_state(t.executor(), fmt::format("{}.rank-{}.safetensors", o.save_state, world.rank()));
   return t.net().parameters();
@@ -357,8 +366,9 @@ int main(int argc, char** argv) {
   examples::number(app, "--max-steps", o.max_steps, 0, 1 << 30, "updates per epoch at most (0: all)");
   examples::number(app, "--check-against-one-rank", o.check_against_one_rank, 0, 100000,
                    "train this many updates on the mesh and on one rank alone, and compare");
-  app.add_option("--tolerance", o.tolerance, "--check-against-one-rank's relative tolerance");
-  app.add_option("--checkpoints", o.checkpoints, "a folder: save after each epoch, resume from the newest checkpoint");
+  examples::number(app, "--tolerance", o.tolerance, 0.0, 1.0, "--check-against-one-rank's relative tolerance");
+  app.add_option("--checkpoints", o.checkpoints, "a folder: save after each epoch, resume from the newest checkpoint")
+      ->excludes("--check-against-one-rank");
   app.add_option("--save-state", o.save_state,
                  "at the end, each rank writes the parameters it holds to PREFIX.rank-K.safetensors (slices of the whole "
                  "tensors, for comparing with strata-ckpt export)");
