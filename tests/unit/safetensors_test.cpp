@@ -3,7 +3,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
+#include <memory>
 
 #include <catch2/catch.hpp>
 
@@ -200,6 +202,31 @@ TEST_CASE("an export holds the whole tensors a 2-rank checkpoint saved in slices
       ++found;
     }
   CHECK(found == 4);
+
+  // The shards load back through their index: the weights (bf16 now), not the optimizer
+  // state the files also carry; and a name in two shards is refused.
+  const std::filesystem::path index = sharded.files.back();
+  loopback::run(2, [&](loopback::context& ctx) {
+    mlp net;
+    auto exec = make_executor(ctx, net.m, optim::sgd{.lr = 0.1f, .momentum = 0.9f});
+    exec.load_weights(index);
+    for (std::size_t i = 0; i < net.w.size(); ++i)
+      conformance::expect(net.w[i] == strata::detail::bfloat16_bits_to_float(
+                                          strata::detail::float_to_bfloat16_bits(trained.at("fc.weight")[i])),
+                          "fc.weight[{}] is {}", i, net.w[i]);
+    for (const auto& t : exec.state().tensors())
+      if (t.name.ends_with("/momentum_buffer"))
+        conformance::expect(std::all_of(t.data.begin(), t.data.end(), [](float x) { return x == 0.0f; }),
+                            "{} was loaded from the file", t.name);
+  });
+  const ckpt::store reimported(folder.path / "reimported");
+  CHECK(ckpt::import_safetensors(index, reimported).tensors == 4);
+  // A name in two files of one set is refused, naming both.
+  std::filesystem::copy_file(sharded.files[0], folder.path / "copy.safetensors");
+  std::vector<std::unique_ptr<st::reader>> two;
+  two.push_back(std::make_unique<st::reader>(sharded.files[0].string()));
+  two.push_back(std::make_unique<st::reader>((folder.path / "copy.safetensors").string()));
+  CHECK_THROWS_WITH(ckpt::weight_records(two), Catch::Contains("is both in"));
 }
 
 TEST_CASE("imported weights restore into any world size, the optimizer state fresh", "[checkpoint][safetensors]") {

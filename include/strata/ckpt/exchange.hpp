@@ -131,7 +131,7 @@ inline export_result export_safetensors(const store& from, const std::filesystem
       const std::filesystem::path index_path = to.parent_path() / text::cat(to.filename().string(), ".index.json");
       const std::string json =
           nlohmann::json{{"metadata", {{"total_size", result.bytes}}}, {"weight_map", weight_map}}.dump(2) + "\n";
-      detail::write_atomically(index_path, std::as_bytes(std::span(json)));
+      detail::write_atomically(index_path, std::as_bytes(std::span(json)), "", " (the disk is full)");
       result.files.push_back(index_path);
     }
   } catch (...) {
@@ -179,7 +179,7 @@ inline std::vector<std::unique_ptr<safetensors::reader>> open_safetensors(const 
 /// name in two files, or a dtype strata does not convert, is refused naming the tensor.
 inline std::vector<record> weight_records(const std::vector<std::unique_ptr<safetensors::reader>>& files) {
   std::vector<record> records;
-  std::map<std::string_view, const safetensors::reader*> seen;
+  std::map<std::string, const safetensors::reader*> seen;  // not views: the records move
   for (const auto& f : files)
     for (record& r : f->records()) {
       if (const auto [at, fresh] = seen.emplace(r.name, f.get()); !fresh)
@@ -202,6 +202,9 @@ void load_weights(C& comm, const std::filesystem::path& from, const state_set& s
   detail::agree(comm, text::cat("loading weights from ", from.string()), [&] {
     files = open_safetensors(from);
     records = weight_records(files);
+    // The weights alone: optimizer state the file may carry (export --optimizer-state) stays out.
+    const detail::records_by_name index = detail::index_records(records);
+    std::erase_if(records, [&](const record& r) { return detail::beyond_weights(r.name, index); });
   });
   detail::fill_state(comm, records, state, from, true);
 }

@@ -24,9 +24,11 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <algorithm>
 #include <limits>
 #include <memory>
+#include <utility>
 #include <span>
 #include <string>
 #include <string_view>
@@ -94,7 +96,7 @@ struct record {
   std::uint32_t source_rank = 0;     // the rank that wrote it
   const payload_source* file = nullptr;  ///< read in place: the payload is read from here
   std::uint64_t payload_at = 0;          ///< where the payload lies in its source
-  std::string blob_text;              ///< parsed in place: a blob's bytes (small: read at once)
+  std::string blob_text{};            ///< parsed in place: a blob's bytes (small: read at once)
   std::span<const std::byte> payload;  ///< parsed in memory, or to be written
 
   std::uint64_t logical_elements() const {
@@ -130,7 +132,15 @@ class file_builder {
     put(std::uint32_t{0});  // record count, patched by finish()
   }
 
+  /// Adds `r`; usage_error for a name or a rank the format cannot hold (which the reader
+  /// would refuse), where a cast would have cut it silently.
   void add(const record& r) {
+    if (r.name.size() > max_name_bytes)
+      throw usage_error(text::cat("a checkpoint record's name has ", r.name.size(), " bytes, over the limit of ",
+                                  max_name_bytes, ": \"", text::excerpt(r.name, 64), "\""));
+    if (r.shape.size() > max_dims)
+      throw usage_error(text::cat("\"", text::excerpt(r.name, 64), "\" has ", r.shape.size(),
+                                  " dimensions; a checkpoint holds at most ", max_dims));
     put(static_cast<std::uint8_t>(r.kind));
     put(static_cast<std::uint16_t>(r.name.size()));
     append(std::as_bytes(std::span(r.name)));
@@ -274,6 +284,122 @@ inline std::vector<record> parse_file(std::span<const std::byte> bytes, std::str
   });
 }
 
+namespace detail {
+
+/// A file descriptor that closes itself.
+class file_descriptor {
+ public:
+  file_descriptor() = default;
+  explicit file_descriptor(int fd) : fd_(fd) {}
+  file_descriptor(file_descriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  file_descriptor& operator=(file_descriptor&& other) noexcept {
+    reset();
+    fd_ = std::exchange(other.fd_, -1);
+    return *this;
+  }
+  ~file_descriptor() { reset(); }
+  int get() const { return fd_; }
+  bool open() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+/// `path` opened for reading, `st` filled; or why it is not a regular file that can be read.
+inline file_descriptor open_regular(const std::string& path, struct stat& st, std::string& why) {
+  file_descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.open()) {
+    why = text::cat("it is not a regular file that can be read (", std::strerror(errno), ")");
+  } else if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    why = "it is not a regular file (a folder?)";
+    fd.reset();
+  }
+  return fd;
+}
+
+/// The CRC-32 a finished file image carries in its last four bytes: the digest of its
+/// contents. (The CRC-32 of a whole image is the same constant for every image.)
+inline std::uint32_t stored_crc(std::span<const std::byte> image) {
+  std::uint32_t crc = 0;
+  if (image.size() >= sizeof(crc)) std::memcpy(&crc, image.data() + image.size() - sizeof(crc), sizeof(crc));
+  return crc;
+}
+
+/// Receives a file's contents, a piece at a time.
+using byte_sink = std::function<void(std::span<const std::byte>)>;
+
+/// What a refusal to write says where the disk is full, for checkpoints.
+inline constexpr std::string_view checkpoint_full_disk =
+    " (the disk is full: free space or choose another checkpoint directory; nothing of this checkpoint was committed)";
+
+/// Writes the file at `path` atomically with what `fill(put)` puts: a temporary file, fsync,
+/// rename, fsync of the folder. On any failure the temporary file is removed, so a full disk
+/// is not filled further by every retry. The file system's refusals are
+/// checkpoint_write_error ("cannot write <what><path>: write failed: ..."); `fill`'s own
+/// exceptions pass through unchanged.
+inline void write_atomically(const std::filesystem::path& path, const std::function<void(const byte_sink&)>& fill,
+                             std::string_view what = "checkpoint file ",
+                             std::string_view when_full = checkpoint_full_disk) {
+  const std::filesystem::path temporary = path.string() + text::cat(".tmp.", ::getpid());
+  auto refused = [&](std::string_view call) {
+    const int code = errno;
+    return checkpoint_write_error(text::cat("cannot write ", what, path.string(), ": ", call, " failed: ",
+                                            std::generic_category().message(code),
+                                            code == ENOSPC || code == EDQUOT ? when_full : std::string_view()));
+  };
+  file_descriptor fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd.open()) throw refused("open");
+  try {
+    fill([&](std::span<const std::byte> bytes) {
+      for (std::size_t done = 0; done < bytes.size();) {
+        const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) throw refused("write");
+        done += static_cast<std::size_t>(n);
+      }
+    });
+    if (::fsync(fd.get()) != 0) throw refused("fsync");
+    if (::close(fd.release()) != 0) throw refused("close");
+    if (std::rename(temporary.c_str(), path.c_str()) != 0) throw refused("rename");
+  } catch (...) {
+    fd.reset();
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    throw;
+  }
+  if (const int dir = ::open(path.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir >= 0) {
+    ::fsync(dir);  // make the rename itself durable
+    ::close(dir);
+  }
+}
+
+/// Writes `bytes` to `path` atomically (above).
+inline void write_atomically(const std::filesystem::path& path, std::span<const std::byte> bytes,
+                             std::string_view what = "checkpoint file ",
+                             std::string_view when_full = checkpoint_full_disk) {
+  write_atomically(path, [&](const byte_sink& put) { put(bytes); }, what, when_full);
+}
+
+/// Reads bytes [at, at + out.size()) of `fd` into `out`; "" or why it could not.
+inline std::string pread_all(int fd, std::uint64_t at, std::span<std::byte> out) {
+  for (std::size_t done = 0; done < out.size();) {
+    const ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(at + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return text::cat("it cannot be read at byte ", at + done,
+                       n < 0 ? text::cat(": ", std::strerror(errno)) : std::string(" (it shrank)"));
+    done += static_cast<std::size_t>(n);
+  }
+  return {};
+}
+
+}  // namespace detail
+
 /// A checkpoint file read in place: its CRC-32 checked and its records parsed by reading the
 /// file in pieces, the payloads left on disk until a range of them is read. What restores and
 /// exports use, so that memory holds what is being copied, not every file at once. The file
@@ -285,12 +411,11 @@ class file_reader final : public payload_source {
   /// Opens `path`; throws checkpoint_error naming it when it is no regular file or cannot be
   /// read.
   explicit file_reader(std::string path) : path_(std::move(path)) {
-    fd_ = open_checked(&identity_);
+    std::string why;
+    fd_ = detail::open_regular(path_, identity_, why);
+    if (!fd_.open()) throw checkpoint_error(text::cat("checkpoint file ", path_, " ", why));
     size_ = static_cast<std::uint64_t>(identity_.st_size);
   }
-  file_reader(const file_reader&) = delete;
-  file_reader& operator=(const file_reader&) = delete;
-  ~file_reader() { close(); }
 
   const std::string& path() const { return path_; }
   std::uint64_t size() const { return size_; }
@@ -305,15 +430,13 @@ class file_reader final : public payload_source {
         r.blob_text.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
       }
     });
-    close();
+    fd_.reset();
+    window_ = {};
     return parsed;
   }
+
   /// The CRC-32 the file carries in its last four bytes.
-  std::uint32_t stored_crc() {
-    std::uint32_t crc = 0;
-    if (size_ >= sizeof(crc)) std::memcpy(&crc, read(size_ - sizeof(crc), sizeof(crc)).data(), sizeof(crc));
-    return crc;
-  }
+  std::uint32_t stored_crc() { return size_ < sizeof(std::uint32_t) ? 0 : detail::stored_crc(read(size_ - 4, 4)); }
 
   void read_floats(const record& r, std::uint64_t first, std::span<float> out) const override {
     read_into(r.payload_at + first * sizeof(float), std::as_writable_bytes(out));
@@ -321,28 +444,27 @@ class file_reader final : public payload_source {
 
   /// Reads bytes [at, at + out.size()) of the file into `out`.
   void read_into(std::uint64_t at, std::span<std::byte> out) const {
-    if (fd_ >= 0) return pread_all(fd_, at, out);
+    if (fd_.open()) return fail_unless(detail::pread_all(fd_.get(), at, out));
     struct stat now {};
-    const int fd = open_checked(&now);
+    std::string why;
+    const detail::file_descriptor fd = detail::open_regular(path_, now, why);
+    fail_unless(why);
     if (now.st_dev != identity_.st_dev || now.st_ino != identity_.st_ino || now.st_size != identity_.st_size ||
-        now.st_mtim.tv_sec != identity_.st_mtim.tv_sec || now.st_mtim.tv_nsec != identity_.st_mtim.tv_nsec) {
-      ::close(fd);
+        now.st_mtim.tv_sec != identity_.st_mtim.tv_sec || now.st_mtim.tv_nsec != identity_.st_mtim.tv_nsec)
       throw checkpoint_error(text::cat("checkpoint file ", path_, " changed after it was checked (replaced or written to)"));
-    }
-    try {
-      pread_all(fd, at, out);
-    } catch (...) {
-      ::close(fd);
-      throw;
-    }
-    ::close(fd);
+    fail_unless(detail::pread_all(fd.get(), at, out));
   }
 
-  // The parser's source: small reads through a buffer, the checksum in pieces.
+  // The parser's source: small reads through a window of the file (a record's fields are a
+  // few bytes each; a read each would cost a system call each), the checksum in pieces.
   std::span<const std::byte> read(std::uint64_t at, std::uint64_t n) {
-    buffer_.resize(static_cast<std::size_t>(n));
-    read_into(at, buffer_);
-    return buffer_;
+    if (at < window_at_ || at + n > window_at_ + window_.size()) {
+      constexpr std::uint64_t ahead = 64 << 10;
+      window_.resize(static_cast<std::size_t>(std::max(n, std::min(ahead, size_ - std::min(at, size_)))));
+      window_at_ = at;
+      read_into(at, window_);
+    }
+    return std::span<const std::byte>(window_).subspan(static_cast<std::size_t>(at - window_at_), static_cast<std::size_t>(n));
   }
   std::uint32_t crc_of_first(std::uint64_t n) {
     constexpr std::uint64_t piece = 1 << 20;
@@ -357,39 +479,16 @@ class file_reader final : public payload_source {
   }
 
  private:
-  /// The file opened for reading, `st` filled; checkpoint_error unless it is a regular file.
-  int open_checked(struct stat* st) const {
-    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      throw checkpoint_error(text::cat("checkpoint file ", path_, " is not a regular file (", std::strerror(errno), ")"));
-    if (::fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
-      ::close(fd);
-      throw checkpoint_error(text::cat("checkpoint file ", path_, " is not a regular file (a folder, or missing?)"));
-    }
-    return fd;
-  }
-
-  void pread_all(int fd, std::uint64_t at, std::span<std::byte> out) const {
-    for (std::size_t done = 0; done < out.size();) {
-      const ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(at + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        throw checkpoint_error(text::cat("checkpoint file ", path_, " cannot be read at byte ", at + done,
-                                         n < 0 ? text::cat(": ", std::strerror(errno)) : std::string(" (it shrank)")));
-      done += static_cast<std::size_t>(n);
-    }
-  }
-
-  void close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
+  void fail_unless(const std::string& why) const {
+    if (!why.empty()) throw checkpoint_error(text::cat("checkpoint file ", path_, " ", why));
   }
 
   std::string path_;
-  int fd_ = -1;  ///< open while the file is checked and parsed
+  detail::file_descriptor fd_;  ///< open while the file is checked and parsed
   struct stat identity_ {};
   std::uint64_t size_ = 0;
-  std::vector<std::byte> buffer_;
+  std::vector<std::byte> window_;
+  std::uint64_t window_at_ = 0;
 };
 
 inline void record::read_floats(std::uint64_t first, std::span<float> out) const {

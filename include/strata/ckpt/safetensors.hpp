@@ -33,6 +33,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -85,8 +86,9 @@ inline std::optional<dtype> dtype_named(std::string_view name) {
 /// will not convert, and to name them when refused).
 inline std::optional<std::size_t> format_element_bytes(std::string_view name) {
   static const std::map<std::string_view, std::size_t> sizes = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
-      {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8}};
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"F8_E8M0", 1}, {"I16", 2}, {"U16", 2},
+      {"F16", 2},  {"BF16", 2}, {"I32", 4}, {"U32", 4},    {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8},
+      {"C64", 8}};
   const auto it = sizes.find(name);
   return it == sizes.end() ? std::nullopt : std::optional(it->second);
 }
@@ -151,12 +153,11 @@ inline constexpr std::size_t piece_elements = 1 << 20;
 class reader final : public payload_source {
  public:
   explicit reader(std::string path) : path_(std::move(path)) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path_, ec)) throw fail("it is not a regular file (a folder, or missing?)");
-    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) throw fail(text::cat("it cannot be opened: ", std::strerror(errno)));
-    const std::uint64_t size = std::filesystem::file_size(path_, ec);
-    if (ec) throw fail(text::cat("it cannot be read: ", ec.message()));
+    struct stat st {};
+    std::string why;
+    fd_ = strata::ckpt::detail::open_regular(path_, st, why);
+    if (!fd_.open()) throw fail(why);
+    const auto size = static_cast<std::uint64_t>(st.st_size);
     if (size < 8) throw fail(text::cat("it has ", size, " bytes, fewer than the 8 of the header's length (truncated)"));
     std::uint64_t header_bytes = 0;
     read_bytes(0, std::as_writable_bytes(std::span(&header_bytes, 1)));
@@ -170,13 +171,11 @@ class reader final : public payload_source {
     data_bytes_ = size - data_at_;
     std::string header(static_cast<std::size_t>(header_bytes), '\0');
     read_bytes(8, std::as_writable_bytes(std::span(header)));
+    if (!header.starts_with('{')) throw fail("its header at byte 8 does not start with '{'");
     parse_header(header);
   }
   reader(const reader&) = delete;
   reader& operator=(const reader&) = delete;
-  ~reader() {
-    if (fd_ >= 0) ::close(fd_);
-  }
 
   const std::string& path() const { return path_; }
   /// The tensors in the order of their bytes in the file.
@@ -236,14 +235,7 @@ class reader final : public payload_source {
   }
 
   void read_bytes(std::uint64_t at, std::span<std::byte> out) const {
-    for (std::size_t done = 0; done < out.size();) {
-      const ssize_t n = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(at + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        throw fail(text::cat("it cannot be read at byte ", at + done,
-                             n < 0 ? text::cat(": ", std::strerror(errno)) : std::string(" (it shrank)")));
-      done += static_cast<std::size_t>(n);
-    }
+    if (const std::string why = strata::ckpt::detail::pread_all(fd_.get(), at, out); !why.empty()) throw fail(why);
   }
 
   void parse_header(const std::string& header) {
@@ -336,7 +328,7 @@ class reader final : public payload_source {
   }
 
   std::string path_;
-  int fd_ = -1;
+  strata::ckpt::detail::file_descriptor fd_;
   std::uint64_t data_at_ = 0, data_bytes_ = 0;
   std::vector<tensor_info> tensors_;
   std::map<std::string, std::string> metadata_;
@@ -376,57 +368,26 @@ inline void write(const std::filesystem::path& path, const std::vector<tensor_to
   text_header.append((8 - text_header.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
   const std::uint64_t header_bytes = text_header.size();
 
-  const std::filesystem::path temporary = path.string() + text::cat(".tmp.", ::getpid());
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  auto refused = [&](std::string_view what) {
-    const int code = errno;
-    return checkpoint_write_error(text::cat("cannot write ", path.string(), ": ", what, " failed: ",
-                                            std::generic_category().message(code),
-                                            code == ENOSPC || code == EDQUOT ? " (the disk is full)" : ""));
-  };
-  if (fd < 0) throw refused("open");
-  std::uint64_t offset = 0;
-  auto put = [&](std::span<const std::byte> bytes) {
-    for (std::size_t done = 0; done < bytes.size();) {
-      const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw refused("write");
-      done += static_cast<std::size_t>(n);
-    }
-    offset += bytes.size();
-  };
-  bool open = true;
-  try {
-    put(std::as_bytes(std::span(&header_bytes, 1)));
-    put(std::as_bytes(std::span(text_header)));
-    std::vector<float> values;
-    std::vector<std::byte> encoded;
-    for (std::size_t k = 0; k < tensors.size(); ++k) {
-      const tensor_to_write& t = tensors[k];
-      for (std::uint64_t first = 0; first < t.elements(); first += detail::piece_elements) {
-        const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(detail::piece_elements, t.elements() - first));
-        values.resize(n);
-        source(k, first, values);
-        encoded.resize(n * size_of(t.type));
-        detail::encode(t.type, values, encoded.data());
-        put(encoded);
-      }
-    }
-    if (::fsync(fd) != 0) throw refused("fsync");
-    open = false;
-    if (::close(fd) != 0) throw refused("close");
-  } catch (...) {
-    if (open) ::close(fd);
-    std::error_code ignored;
-    std::filesystem::remove(temporary, ignored);
-    throw;
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const auto error = refused("rename");
-    std::error_code ignored;
-    std::filesystem::remove(temporary, ignored);
-    throw error;
-  }
+  strata::ckpt::detail::write_atomically(
+      path,
+      [&](const strata::ckpt::detail::byte_sink& put) {
+        put(std::as_bytes(std::span(&header_bytes, 1)));
+        put(std::as_bytes(std::span(text_header)));
+        std::vector<float> values;
+        std::vector<std::byte> encoded;
+        for (std::size_t k = 0; k < tensors.size(); ++k) {
+          const tensor_to_write& t = tensors[k];
+          for (std::uint64_t first = 0; first < t.elements(); first += detail::piece_elements) {
+            const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(detail::piece_elements, t.elements() - first));
+            values.resize(n);
+            source(k, first, values);
+            encoded.resize(n * size_of(t.type));
+            detail::encode(t.type, values, encoded.data());
+            put(encoded);
+          }
+        }
+      },
+      "", " (the disk is full)");
 }
 
 }  // namespace strata::ckpt::safetensors

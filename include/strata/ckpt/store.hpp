@@ -106,47 +106,6 @@ struct checkpoint_contents {
 
 namespace detail {
 
-/// Writes `bytes` to `path` atomically: a temporary file, fsync, rename, fsync of the folder.
-/// On failure the temporary file is removed, so a full disk is not filled further by every
-/// retry.
-inline void write_atomically(const std::filesystem::path& path, std::span<const std::byte> bytes) {
-  const std::filesystem::path temporary = path.string() + text::cat(".tmp.", ::getpid());
-  auto fail = [&](std::string_view what) {
-    const int code = errno;
-    std::error_code ignored;
-    std::filesystem::remove(temporary, ignored);
-    const bool full = code == ENOSPC || code == EDQUOT;
-    return checkpoint_write_error(text::cat("cannot write checkpoint file ", path.string(), ": ", what,
-                                            " failed: ", std::generic_category().message(code),
-                                            full ? " (the disk is full: free space or choose another checkpoint "
-                                                   "directory; nothing of this checkpoint was committed)"
-                                                 : ""));
-  };
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw fail("open");
-  for (std::size_t done = 0; done < bytes.size();) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const auto error = fail("write");
-      ::close(fd);
-      throw error;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    const auto error = fail("fsync");
-    ::close(fd);
-    throw error;
-  }
-  if (::close(fd) != 0) throw fail("close");
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) throw fail("rename");
-  if (const int dir = ::open(path.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir >= 0) {
-    ::fsync(dir);  // make the rename itself durable
-    ::close(dir);
-  }
-}
-
 /// [begin, end) of part `k` of `n` elements split as evenly as possible into `parts`.
 inline std::pair<std::size_t, std::size_t> even_part(std::size_t n, int parts, int k) {
   const auto p = static_cast<std::size_t>(parts), i = static_cast<std::size_t>(k);
@@ -168,14 +127,6 @@ inline record blob(std::string name, std::string_view bytes) {
 /// that wrote it and the writing rank.
 inline std::string identity(std::uint64_t id, std::int64_t step, int rank, int world_size) {
   return text::cat("checkpoint ", text::hex(id), " step ", step, " rank ", rank, " of ", world_size);
-}
-
-/// The CRC-32 a finished file image carries in its last four bytes: the digest of its
-/// contents. (The CRC-32 of a whole image is the same constant for every image.)
-inline std::uint32_t stored_crc(std::span<const std::byte> image) {
-  std::uint32_t crc = 0;
-  if (image.size() >= sizeof(crc)) std::memcpy(&crc, image.data() + image.size() - sizeof(crc), sizeof(crc));
-  return crc;
 }
 
 /// The variables of a model description as a commit file keeps them: a line each, its
@@ -250,6 +201,7 @@ inline void fill(const tensor_state& t, const records_by_name& index, int rank, 
     std::uint64_t begin, end;  // of a slice's part in range
   };
   std::vector<part> slices;
+  if (found == 0 && (t.optional || may_be_absent)) return;  // keeps its values
   if (t.how == sharing::rank_local) std::fill(t.data.begin(), t.data.end(), 0.0f);
   const auto check_shape = [&](const record& r) {
     if (r.shape != shape)
@@ -273,7 +225,6 @@ inline void fill(const tensor_state& t, const records_by_name& index, int rank, 
       for (std::size_t i = 0; i < values.size(); ++i) t.data[i] += values[i];
     }
   }
-  if (found == 0 && (t.optional || may_be_absent)) return;
   if (found == 0)
     throw checkpoint_error(
         text::cat("checkpoint ", folder.string(), " has no \"", t.name, "\"; it was saved from a different model"));
@@ -282,9 +233,14 @@ inline void fill(const tensor_state& t, const records_by_name& index, int rank, 
       return x.begin < y.begin || (x.begin == y.begin && x.end < y.end);
     });
     std::uint64_t end = first;
-    for (const part& p : slices)
-      if (p.begin == end) end = p.end;
-      else break;
+    for (const part& p : slices) {
+      if (p.begin > end) break;  // a gap
+      if (p.begin < end) {       // written twice: which copy holds the value?
+        end = p.begin;
+        break;
+      }
+      end = p.end;
+    }
     if (end != last)
       throw checkpoint_error(text::cat("checkpoint ", folder.string(), " does not cover \"", t.name,
                                        "\" exactly once with its slices (element ", end, " of [", first, ", ", last,
