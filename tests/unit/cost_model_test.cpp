@@ -5,6 +5,7 @@
 // compression or Hierarchical). Calibration files round-trip and a foreign one is refused.
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -216,6 +217,60 @@ TEST_CASE("a calibration file round-trips, and a foreign one is refused with the
   CHECK_THROWS_WITH(back.check_matches({2, 2}, std::vector{2}, "nccl"), Catch::Contains("on the mpi backend"));
   std::filesystem::remove(file);
   CHECK_THROWS_WITH(load(file), Catch::Contains("make one with strata-calibrate"));
+}
+
+TEST_CASE("a damaged calibration file is refused, naming the field and what it must be", "[plan]") {
+  const std::filesystem::path file = std::filesystem::temp_directory_path() / "strata_damaged_calibration.json";
+  save(synthetic(), file);
+  const nlohmann::json good = nlohmann::json::parse(std::ifstream(file));
+  auto write_text = [&](const std::string& text) { std::ofstream(file, std::ios::trunc) << text; };
+  auto changed = [&](auto&& change) {
+    nlohmann::json j = good;
+    change(j);
+    return j.dump();
+  };
+  const std::string text = good.dump();
+  const std::vector<std::pair<std::string, std::string>> cases = {  // file contents, what the refusal says
+      {changed([](auto& j) { j["allreduce"]["ring"]["fixed_s"] = -1e-5; }),
+       "field \"allreduce.ring.fixed_s\" must be a finite number >= 0, not -1e-05"},
+      {changed([](auto& j) { j["ranks"] = 0; }), "field \"ranks\" must be a whole number in [2, 16777216], not number 0"},
+      {changed([](auto& j) { j["allreduce"]["native"]["curve"] = {{1024.0, 1e-5}, {1024.0, 2e-5}}; }),
+       "field \"allreduce.native.curve[1]\" has 1024 bytes, not more than the point before it"},
+      {changed([](auto& j) { j["within_host"]["latency_s"] = "fast"; }),
+       "field \"within_host.latency_s\" must be a number, not string \"fast\""},
+      {changed([](auto& j) { j.erase("per_block_s"); }), "field \"per_block_s\" is missing"},
+      {changed([](auto& j) { j["sparse_allgather"]["curve"] = {{1.0, 2.0, 3.0}}; }),
+       "field \"sparse_allgather.curve[0]\" must be [bytes, seconds]"},
+      {changed([](auto& j) { j["ranks_per_host"] = {3}; }), "field \"ranks_per_host\" adds up to 3 ranks, but \"ranks\" says 2"},
+      {changed([](auto& j) { j["parameter_server_sharing"] = nullptr; }),
+       "field \"parameter_server_sharing\" must be a number, not null"},
+      {changed([](auto& j) { j["format"] = 3; }), "a calibration file of format 3"},
+      {changed([](auto& j) { j["backend"] = 7; }), "field \"backend\" must be a string, not number 7"},
+      {text.substr(0, text.size() / 2), "is not JSON (byte"},
+      {"{\"format\": NaN}", "is not JSON (byte"},
+      {"{\"format\": 1e400}", "holds a number out of range"},
+      {"\xff\xfe\x00garbage", "is not JSON (byte"},
+  };
+  for (const auto& [contents, says] : cases) {
+    write_text(contents);
+    CAPTURE(says);
+    try {
+      load(file);
+      FAIL("accepted");
+    } catch (const usage_error& e) {
+      const std::string message = e.what();
+      CHECK_THAT(message, Catch::Contains(says));
+      CHECK_THAT(message, Catch::Contains(file.string()));
+      CHECK(message.find('\xff') == std::string::npos);  // a damaged file's bytes are not echoed
+    }
+  }
+  std::filesystem::remove(file);
+  std::filesystem::create_directories(file);
+  CHECK_THROWS_WITH(load(file), Catch::Contains("is a folder"));
+  std::filesystem::remove(file);
+  write_text(good.dump());
+  CHECK_NOTHROW(load(file));  // the refusals above are the damage's doing
+  std::filesystem::remove(file);
 }
 
 TEST_CASE("a calibration that cannot be the links' is called doubtful, with what to change", "[plan]") {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <string>
@@ -19,6 +20,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "strata/detail/text.hpp"
 #include "strata/error.hpp"
 #include "strata/strategy/descriptor.hpp"
 
@@ -233,18 +235,8 @@ struct calibration {
 };
 
 inline void to_json(nlohmann::json& j, const link_class& l) { j = {{"latency_s", l.latency_s}, {"bytes_per_s", l.bytes_per_s}}; }
-inline void from_json(const nlohmann::json& j, link_class& l) {
-  j.at("latency_s").get_to(l.latency_s);
-  j.at("bytes_per_s").get_to(l.bytes_per_s);
-}
 inline void to_json(nlohmann::json& j, const line& l) {
   j = {{"fixed_s", l.fixed_s}, {"per_byte_s", l.per_byte_s}, {"per_row_s", l.per_row_s}, {"curve", l.curve}};
-}
-inline void from_json(const nlohmann::json& j, line& l) {
-  j.at("fixed_s").get_to(l.fixed_s);
-  j.at("per_byte_s").get_to(l.per_byte_s);
-  j.at("per_row_s").get_to(l.per_row_s);
-  j.at("curve").get_to(l.curve);
 }
 
 inline void to_json(nlohmann::json& j, const calibration& c) {
@@ -266,35 +258,112 @@ inline void to_json(nlohmann::json& j, const calibration& c) {
        {"created", c.created}};
 }
 
+namespace detail {
+
+/// A calibration read field by field: every value is checked where it is read, and a refusal
+/// names the field by its path ("allreduce.ring.fixed_s") and says what it must be.
+class calibration_reader {
+ public:
+  explicit calibration_reader(const nlohmann::json& root) : root_(root) {}
+
+  const nlohmann::json& at(const std::string& path) const {
+    const nlohmann::json* at = &root_;
+    for (std::size_t begin = 0; begin <= path.size();) {
+      const std::size_t end = std::min(path.find('.', begin), path.size());
+      const std::string key = path.substr(begin, end - begin);
+      if (!at->is_object() || !at->contains(key)) throw refuse(path, "is missing");
+      at = &(*at)[key];
+      begin = end + 1;
+    }
+    return *at;
+  }
+  /// A number in [low, inf): finite, never negative.
+  double seconds_or_rate(const std::string& path) const { return number(at(path), path); }
+  int whole(const std::string& path, int low) const {
+    const nlohmann::json& j = at(path);
+    if (!j.is_number_integer() || j.get<long long>() < low || j.get<long long>() > (1 << 24))
+      throw refuse(path, fmt::format("must be a whole number in [{}, {}], not {}", low, 1 << 24, shown(j)));
+    return j.get<int>();
+  }
+  std::string text(const std::string& path) const {
+    const nlohmann::json& j = at(path);
+    if (!j.is_string()) throw refuse(path, fmt::format("must be a string, not {}", shown(j)));
+    return j.get<std::string>();
+  }
+  link_class link(const std::string& path) const {
+    return {seconds_or_rate(path + ".latency_s"), seconds_or_rate(path + ".bytes_per_s")};
+  }
+  line fitted(const std::string& path) const {
+    line l{seconds_or_rate(path + ".fixed_s"), seconds_or_rate(path + ".per_byte_s"), seconds_or_rate(path + ".per_row_s")};
+    const std::string curve = path + ".curve";
+    const nlohmann::json& points = at(curve);
+    if (!points.is_array()) throw refuse(curve, fmt::format("must be a list of [bytes, seconds], not {}", shown(points)));
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      const std::string point = fmt::format("{}[{}]", curve, i);
+      if (!points[i].is_array() || points[i].size() != 2)
+        throw refuse(point, fmt::format("must be [bytes, seconds], not {}", shown(points[i])));
+      const double bytes = number(points[i][0], point + "[0]"), seconds = number(points[i][1], point + "[1]");
+      // The curve is read between its sizes: a size measured twice would divide by zero.
+      if (!l.curve.empty() && !(bytes > l.curve.back().first))
+        throw refuse(point, fmt::format("has {} bytes, not more than the point before it ({}): a curve's sizes must "
+                                        "increase strictly",
+                                        bytes, l.curve.back().first));
+      l.curve.emplace_back(bytes, seconds);
+    }
+    return l;
+  }
+
+  usage_error refuse(const std::string& path, const std::string& why) const {
+    return usage_error(fmt::format("field \"{}\" {}", path, why));
+  }
+
+ private:
+  double number(const nlohmann::json& j, const std::string& path) const {
+    if (!j.is_number()) throw refuse(path, fmt::format("must be a number, not {}", shown(j)));
+    const double value = j.get<double>();
+    if (!std::isfinite(value) || value < 0) throw refuse(path, fmt::format("must be a finite number >= 0, not {}", value));
+    return value;
+  }
+  static std::string shown(const nlohmann::json& j) {
+    return fmt::format("{} {}", j.type_name(), strata::detail::excerpt(j.dump(-1, ' ', true), 40));
+  }
+
+  const nlohmann::json& root_;
+};
+
+}  // namespace detail
+
 inline void from_json(const nlohmann::json& j, calibration& c) {
-  if (const int format = j.at("format").get<int>(); format != calibration::format_version)
+  const detail::calibration_reader in(j);
+  if (const int format = in.whole("format", 0); format != calibration::format_version)
     throw usage_error(fmt::format("a calibration file of format {}; this strata reads format {}: recalibrate", format,
                                   calibration::format_version));
-  j.at("backend").get_to(c.backend);
-  j.at("ranks").get_to(c.measured_on.ranks);
-  j.at("ranks_per_host").get_to(c.ranks_per_host);
-  if (c.ranks_per_host.empty() || c.measured_on.ranks < 2)
-    throw usage_error("a calibration needs at least 2 ranks on at least one host");
+  c.backend = in.text("backend");
+  c.measured_on.ranks = in.whole("ranks", 2);
+  const nlohmann::json& hosts = in.at("ranks_per_host");
+  if (!hosts.is_array() || hosts.empty()) throw in.refuse("ranks_per_host", "must be a list of each host's ranks");
+  c.ranks_per_host.clear();
+  for (std::size_t h = 0; h < hosts.size(); ++h) c.ranks_per_host.push_back(in.whole(fmt::format("ranks_per_host.{}", h), 1));
+  if (const int sum = std::accumulate(c.ranks_per_host.begin(), c.ranks_per_host.end(), 0); sum != c.measured_on.ranks)
+    throw in.refuse("ranks_per_host", fmt::format("adds up to {} ranks, but \"ranks\" says {}", sum, c.measured_on.ranks));
   c.measured_on.ranks_per_host = *std::ranges::max_element(c.ranks_per_host);
-  j.at("within_host").get_to(c.within_host);
-  j.at("across_hosts").get_to(c.across_hosts);
-  const nlohmann::json& allreduce = j.at("allreduce");
-  allreduce.at("ring").get_to(c.ring);
-  allreduce.at("tree").get_to(c.tree);
-  allreduce.at("hierarchical").get_to(c.hierarchical);
-  allreduce.at("native").get_to(c.native);
-  const nlohmann::json& allreduce_fp16 = j.at("allreduce_fp16");
-  allreduce_fp16.at("ring").get_to(c.ring_fp16);
-  allreduce_fp16.at("tree").get_to(c.tree_fp16);
-  allreduce_fp16.at("hierarchical").get_to(c.hierarchical_fp16);
-  allreduce_fp16.at("native").get_to(c.native_fp16);
-  j.at("per_block_s").get_to(c.per_block_s);
-  j.at("parameter_server").get_to(c.parameter_server);
-  j.at("parameter_server_sharing").get_to(c.parameter_server_sharing);
-  j.at("sparse_parameter_server_sharing").get_to(c.sparse_parameter_server_sharing);
-  j.at("sparse_parameter_server").get_to(c.sparse_parameter_server);
-  j.at("sparse_allgather").get_to(c.sparse_allgather);
-  j.at("created").get_to(c.created);
+  c.within_host = in.link("within_host");
+  c.across_hosts = in.link("across_hosts");
+  c.ring = in.fitted("allreduce.ring");
+  c.tree = in.fitted("allreduce.tree");
+  c.hierarchical = in.fitted("allreduce.hierarchical");
+  c.native = in.fitted("allreduce.native");
+  c.ring_fp16 = in.fitted("allreduce_fp16.ring");
+  c.tree_fp16 = in.fitted("allreduce_fp16.tree");
+  c.hierarchical_fp16 = in.fitted("allreduce_fp16.hierarchical");
+  c.native_fp16 = in.fitted("allreduce_fp16.native");
+  c.per_block_s = in.seconds_or_rate("per_block_s");
+  c.parameter_server = in.fitted("parameter_server");
+  c.parameter_server_sharing = in.seconds_or_rate("parameter_server_sharing");
+  c.sparse_parameter_server_sharing = in.seconds_or_rate("sparse_parameter_server_sharing");
+  c.sparse_parameter_server = in.fitted("sparse_parameter_server");
+  c.sparse_allgather = in.fitted("sparse_allgather");
+  c.created = in.text("created");
 }
 
 /// What in `c` cannot be a measurement of the links, each as a sentence that says what to
@@ -354,15 +423,30 @@ inline void save(const calibration& c, const std::filesystem::path& file) {
   if (!out.flush()) throw usage_error(fmt::format("cannot write the calibration to \"{}\"", file.string()));
 }
 
-/// Reads a calibration from `file`; usage_error naming the file when it is missing, not
-/// JSON, or not a calibration.
+/// Reads a calibration from `file`; usage_error naming the file when it is missing, a
+/// folder, not JSON (with the byte), or not a calibration (with the field and what it must be).
 inline calibration load(const std::filesystem::path& file) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec))
+    throw usage_error(fmt::format("the calibration \"{}\" is a folder; give the file strata-calibrate --output wrote",
+                                  file.string()));
   std::ifstream in(file);
   if (!in) throw usage_error(fmt::format("cannot read the calibration \"{}\"; make one with strata-calibrate", file.string()));
+  nlohmann::json json;
   try {
-    return nlohmann::json::parse(in).get<calibration>();
-  } catch (const nlohmann::json::exception& e) {
-    throw usage_error(fmt::format("\"{}\" is not a strata calibration: {}", file.string(), e.what()));
+    json = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    // nlohmann quotes the bytes it read last; a damaged file's bytes are not echoed.
+    throw usage_error(fmt::format("the calibration \"{}\" is not JSON (byte {}); recalibrate with strata-calibrate",
+                                  file.string(), e.byte));
+  } catch (const nlohmann::json::exception&) {  // a number beyond a double's range
+    throw usage_error(fmt::format("the calibration \"{}\" holds a number out of range; recalibrate with strata-calibrate",
+                                  file.string()));
+  }
+  try {
+    return json.get<calibration>();
+  } catch (const usage_error& e) {
+    throw usage_error(fmt::format("the calibration \"{}\" is refused: {}", file.string(), e.what()));
   }
 }
 
