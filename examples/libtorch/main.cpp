@@ -95,12 +95,18 @@ int train(strata::mpi::context& ctx, const options& o) {
   if (!o.checkpoint_dir.empty()) {
     checkpoints.emplace(o.checkpoint_dir);
     if (const auto restored = exec.restore_checkpoint(*checkpoints)) {
+      // The data order replayed means nothing under another global batch.
+      if (const auto saved = restored->meta.find("batch"); saved != restored->meta.end() && saved->second != std::to_string(o.global_batch))
+        throw examples::flag_error("--batch", fmt::format("this run has {}, but the checkpoints in {} were saved with {}; "
+                                                          "resume with the same --batch, or use another --checkpoint-dir",
+                                                          o.global_batch, o.checkpoint_dir, saved->second));
       step = restored->step;
       if (rank == 0)
         fmt::print("resumed from {} at update {}\n", checkpoints->folder_of(step).string(), step);
     }
   }
 
+  const long restored_at = step;  // nothing new to save unless an update runs
   const long samples = x_train.size(0);
   const long steps_per_epoch = samples / o.global_batch;  // drop the ragged tail, as the twin does
   const long total_steps = o.max_steps >= 0 ? std::min(o.max_steps, steps_per_epoch * o.epochs) : steps_per_epoch * o.epochs;
@@ -153,7 +159,7 @@ int train(strata::mpi::context& ctx, const options& o) {
     std::fflush(stdout);
   }
   if (test_accuracy < 0) test_accuracy = accuracy();  // no update was asked for (--max-steps 0), or resumed at the end
-  if (checkpoints) exec.save_checkpoint(*checkpoints);
+  if (checkpoints && step > restored_at) exec.save_checkpoint(*checkpoints, {{"batch", std::to_string(o.global_batch)}});
   if (rank == 0) {
     std::vector<std::span<const float>> params;
     for (const auto& p : net.parameters())

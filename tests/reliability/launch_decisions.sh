@@ -37,5 +37,6 @@ check "strata-launch: an unknown option" 64 0 "$launcher" --fast -- true
 check "strata-launch: no program" 64 0 "$launcher" --np 2
 check "strata-launch: a program that is not there" 64 0 "$launcher" --np 1 -- /nonexistent/trainer
 check "strata-launch: --np not a number" 64 0 "$launcher" --np two -- true
+check "strata-launch: --np without a value" 64 0 "$launcher" --np
 check "strata-launch: --help" 0 0 "$launcher" --help
 ((failures == 0)) || exit 1
