@@ -23,7 +23,10 @@ cases = [  # name, file bytes (or None: a folder), fragment(s) of the one line
     ("header length over the limit", struct.pack("<Q", 200_000_000) + b"{}", "at byte 0 says 200000000 bytes, over the limit"),
     ("header past the end", struct.pack("<Q", 4096) + b'{"w": {}}', "runs past the end of the file at byte"),
     ("JSON that does not parse", safetensors(None, raw_header=b'{"w": {"dtype": "F32",'), "not valid JSON at byte"),
-    ("a header that is no object", safetensors(None, raw_header=b"[1, 2]"), "at byte 8 is not a JSON object"),
+    ("a header that is no object", safetensors(None, raw_header=b"[1, 2]"), "at byte 8 does not start with '{'"),
+    ("a header that starts with a space", safetensors(None, raw_header=b' {"w": {"dtype": "F32", "shape": [0], '
+                                                                        b'"data_offsets": [0, 0]}}'),
+     "at byte 8 does not start with '{'"),
     ("a name given twice", safetensors(None, three + three, raw_header=(
         b'{"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]}, '
         b'"w": {"dtype": "F32", "shape": [3], "data_offsets": [12, 24]}}')), 'tensor "w" twice'),

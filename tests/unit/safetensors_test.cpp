@@ -214,7 +214,8 @@ TEST_CASE("an export holds the whole tensors a 2-rank checkpoint saved in slices
       conformance::expect(net.w[i] == strata::detail::bfloat16_bits_to_float(
                                           strata::detail::float_to_bfloat16_bits(trained.at("fc.weight")[i])),
                           "fc.weight[{}] is {}", i, net.w[i]);
-    for (const auto& t : exec.state().tensors())
+    const ckpt::state_set state = exec.state();
+    for (const auto& t : state.tensors())
       if (t.name.ends_with("/momentum_buffer"))
         conformance::expect(std::all_of(t.data.begin(), t.data.end(), [](float x) { return x == 0.0f; }),
                             "{} was loaded from the file", t.name);

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -202,9 +203,13 @@ void load_weights(C& comm, const std::filesystem::path& from, const state_set& s
   detail::agree(comm, text::cat("loading weights from ", from.string()), [&] {
     files = open_safetensors(from);
     records = weight_records(files);
-    // The weights alone: optimizer state the file may carry (export --optimizer-state) stays out.
+    // The weights alone: optimizer state the file may carry (export --optimizer-state) stays
+    // out. (The index's keys are views into the records: decided first, erased after.)
+    std::set<std::string> beyond;
     const detail::records_by_name index = detail::index_records(records);
-    std::erase_if(records, [&](const record& r) { return detail::beyond_weights(r.name, index); });
+    for (const record& r : records)
+      if (detail::beyond_weights(r.name, index)) beyond.insert(r.name);
+    std::erase_if(records, [&](const record& r) { return beyond.contains(r.name); });
   });
   detail::fill_state(comm, records, state, from, true);
 }

@@ -254,7 +254,6 @@ class reader final : public payload_source {
       throw fail(text::cat("its header is not valid JSON at byte ", 8 + e.byte - (e.byte > 0 ? 1 : 0), " of the file: ",
                            text::excerpt(e.what(), 160)));
     }
-    if (!json.is_object()) throw fail("its header at byte 8 is not a JSON object");
     std::sort(keys.begin(), keys.end());
     if (const auto twice = std::adjacent_find(keys.begin(), keys.end()); twice != keys.end())
       throw fail(text::cat("its header names tensor \"", text::excerpt(*twice, 96), "\" twice"));

@@ -279,8 +279,8 @@ class calibration_reader {
   }
   /// A number in [low, inf): finite, never negative.
   double seconds_or_rate(const std::string& path) const { return number(at(path), path); }
-  int whole(const std::string& path, int low) const {
-    const nlohmann::json& j = at(path);
+  int whole(const std::string& path, int low) const { return whole(at(path), path, low); }
+  int whole(const nlohmann::json& j, const std::string& path, int low) const {
     if (!j.is_number_integer() || j.get<long long>() < low || j.get<long long>() > (1 << 24))
       throw refuse(path, fmt::format("must be a whole number in [{}, {}], not {}", low, 1 << 24, shown(j)));
     return j.get<int>();
@@ -343,7 +343,7 @@ inline void from_json(const nlohmann::json& j, calibration& c) {
   const nlohmann::json& hosts = in.at("ranks_per_host");
   if (!hosts.is_array() || hosts.empty()) throw in.refuse("ranks_per_host", "must be a list of each host's ranks");
   c.ranks_per_host.clear();
-  for (std::size_t h = 0; h < hosts.size(); ++h) c.ranks_per_host.push_back(in.whole(fmt::format("ranks_per_host.{}", h), 1));
+  for (std::size_t h = 0; h < hosts.size(); ++h) c.ranks_per_host.push_back(in.whole(hosts[h], fmt::format("ranks_per_host[{}]", h), 1));
   if (const int sum = std::accumulate(c.ranks_per_host.begin(), c.ranks_per_host.end(), 0); sum != c.measured_on.ranks)
     throw in.refuse("ranks_per_host", fmt::format("adds up to {} ranks, but \"ranks\" says {}", sum, c.measured_on.ranks));
   c.measured_on.ranks_per_host = *std::ranges::max_element(c.ranks_per_host);
