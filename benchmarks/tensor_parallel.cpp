@@ -3,7 +3,8 @@
 // (reduce_from_group) and its input's gradient in backward (copy_to_group): two all-reduces
 // of one activation, [rows, features]. They are timed against one all-reduce of the same
 // bytes together, interleaved, for activations of 16 KiB to 16 MiB: the ratio is what
-// splitting the block's communication in two costs beyond its bytes.
+// splitting the block's communication in two costs beyond its bytes, with what bounding
+// each wait costs (every rank says it arrived, so a deadline can name the one that did not).
 //
 //   mpirun -np 2 ./tensor_parallel
 #include <algorithm>
@@ -41,8 +42,9 @@ int main(int argc, char** argv) {
     std::vector<float> output(n, 1.0f), input_grad(n, 1.0f), both(2 * n, 1.0f);
     std::vector<bench::contender> contenders = {
         {"block", [&] {
-           strata::tensor_parallel::reduce_from_group::forward(group, std::span<float>(output));
-           strata::tensor_parallel::copy_to_group::backward(group, std::span<float>(input_grad));
+           // The job as the tensor group: each call also says its arrival (the deadline's cost).
+           strata::tensor_parallel::reduce_from_group::forward(ctx, std::span<float>(output));
+           strata::tensor_parallel::copy_to_group::backward(ctx, std::span<float>(input_grad));
          }},
         {"one", [&] { group.allreduce_sum(std::span<float>(both)); }},
     };

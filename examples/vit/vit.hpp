@@ -147,8 +147,8 @@ class model {
   /// Forward of one micro-batch of `n` images through this stage. The first stage reads
   /// `images` (n x 784, standardized); the others `in`. The last stage returns the logits
   /// (n x 10); the others fill `out`. What backward needs is kept under `micro`.
-  template <strata::Collectives C>
-  std::vector<float> forward(C& tp, int micro, std::size_t n, std::span<const float> images, std::span<const float> in,
+  template <strata::CommContext Group>
+  std::vector<float> forward(Group& tp, int micro, std::size_t n, std::span<const float> images, std::span<const float> in,
                              std::span<float> out) {
     const std::size_t E = static_cast<std::size_t>(c_.embed), T = config::tokens, R = n * T;
     saved& s = saved_for(micro);
@@ -183,8 +183,8 @@ class model {
   /// Backward of micro-batch `micro`: writes this micro-batch's gradient of every parameter
   /// of the stage, and `in_grad` (the previous stage's output gradient; empty on the first).
   /// The last stage starts from `logits_grad` (n x 10), the others from `out_grad`.
-  template <strata::Collectives C>
-  void backward(C& tp, int micro, std::span<const float> logits_grad, std::span<const float> out_grad, std::span<float> in_grad) {
+  template <strata::CommContext Group>
+  void backward(Group& tp, int micro, std::span<const float> logits_grad, std::span<const float> out_grad, std::span<float> in_grad) {
     saved& s = saved_for(micro);
     const std::size_t n = s.n, E = static_cast<std::size_t>(c_.embed), T = config::tokens, R = n * T;
     std::vector<float> dx(R * E);
@@ -350,8 +350,8 @@ class model {
     return 0.5f * (1.0f + t) + 0.5f * z * (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * z * z);
   }
 
-  template <strata::Collectives C>
-  std::vector<float> block_forward(C& tp, const block_ids& k, block_saved& s, std::vector<float> x, std::size_t n) {
+  template <strata::CommContext Group>
+  std::vector<float> block_forward(Group& tp, const block_ids& k, block_saved& s, std::vector<float> x, std::size_t n) {
     const std::size_t E = static_cast<std::size_t>(c_.embed), T = config::tokens, R = n * T, d = head_dim_;
     const std::size_t El = heads_ * d, Fl = mlp_;
     s.x = std::move(x);
@@ -404,8 +404,8 @@ class model {
     return out;
   }
 
-  template <strata::Collectives C>
-  std::vector<float> block_backward(C& tp, const block_ids& k, const block_saved& s, std::vector<float> dout, std::size_t n) {
+  template <strata::CommContext Group>
+  std::vector<float> block_backward(Group& tp, const block_ids& k, const block_saved& s, std::vector<float> dout, std::size_t n) {
     const std::size_t E = static_cast<std::size_t>(c_.embed), T = config::tokens, R = n * T, d = head_dim_;
     const std::size_t El = heads_ * d, Fl = mlp_;
     // MLP: out = x1 + fc2(gelu(fc1(ln2(x1)))).

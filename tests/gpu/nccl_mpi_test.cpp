@@ -133,7 +133,7 @@ void pipeline_on_device(strata::nccl::context& ctx) {
         if (!pipe.first()) write(in_grad, g);
       });
   auto ones = to_device(tp, {1.0f, 1.0f});
-  strata::tensor_parallel::reduce_from_group::forward(tp, std::span<float>(ones.get(), 2));
+  strata::tensor_parallel::reduce_from_group::forward(grid.tensor(), std::span<float>(ones.get(), 2));
   expect(to_host(ones, 2, rank)[0] == 1.0f, "a one-rank tensor group's sum", rank);
 }
 

@@ -111,8 +111,8 @@ class block_mlp {
   /// Forward of micro-batch `micro` of update `update` through this stage's blocks. `in` is
   /// the previous stage's output (empty on the first stage: its inputs are generated);
   /// `out` the output (empty on the last stage: the loss is computed instead).
-  template <Collectives C>
-  void forward(C& tp, std::int64_t update, int micro, std::span<const float> in, std::span<float> out) {
+  template <CommContext Group>
+  void forward(Group& tp, std::int64_t update, int micro, std::span<const float> in, std::span<float> out) {
     const std::size_t R = micro_rows(), D = static_cast<std::size_t>(c_.features);
     saved& s = saved_for(micro);
     s.x.assign(blocks_.size() + 1, {});
@@ -134,6 +134,7 @@ class block_mlp {
         for (std::size_t d = 0; d < D; ++d)
           for (std::size_t h = 0; h < hidden_.count; ++h)
             y[r * D + d] += tensors_[b.w2].value[d * hidden_.count + h] * a[r * hidden_.count + h];
+      before_tensor_collective("forward");
       tensor_parallel::reduce_from_group::forward(tp, std::span<float>(y));
       for (std::size_t r = 0; r < R; ++r)
         for (std::size_t d = 0; d < D; ++d) y[r * D + d] += x[r * D + d] + tensors_[b.b2].value[d];
@@ -145,8 +146,8 @@ class block_mlp {
   /// Backward of micro-batch `micro`: writes this micro-batch's gradient of every variable
   /// (the mean over its rows) and `in_grad` (empty on the first stage). Returns the
   /// micro-batch's loss on the last stage, else 0.
-  template <Collectives C>
-  double backward(C& tp, std::int64_t update, int micro, std::span<const float> out_grad, std::span<float> in_grad) {
+  template <CommContext Group>
+  double backward(Group& tp, std::int64_t update, int micro, std::span<const float> out_grad, std::span<float> in_grad) {
     const std::size_t R = micro_rows(), D = static_cast<std::size_t>(c_.features);
     saved& s = saved_for(micro);
     std::vector<float> dy(R * D, 0.0f);
@@ -192,6 +193,7 @@ class block_mlp {
         for (std::size_t d = 0; d < D; ++d)
           for (std::size_t h = 0; h < hidden_.count; ++h)
             dx[r * D + d] += tensors_[b.w1].value[h * D + d] * dz[r * hidden_.count + h];
+      before_tensor_collective("backward");
       tensor_parallel::copy_to_group::backward(tp, std::span<float>(dx));
       for (std::size_t i = 0; i < dx.size(); ++i) dy[i] += dx[i];  // the residual path
     }
@@ -202,6 +204,11 @@ class block_mlp {
 
   /// Activations held for backward right now, in micro-batches.
   std::size_t held() const { return saved_.size(); }
+  /// Drops what forward saved for `micro` (an evaluation has no backward).
+  void forget(int micro) { saved_.erase(saved_.begin() + static_cast<std::ptrdiff_t>(index_of(micro))); }
+
+  /// Called before each tensor collective, with "forward" or "backward" (the fault tests stop there).
+  std::function<void(std::string_view pass)> before_tensor_collective = [](std::string_view) {};
 
   /// The whole initial value of a tensor: what every layout slices its part from.
   static std::vector<float> initial(std::uint32_t seed, int stream, std::size_t rows, std::size_t cols, bool bias) {
@@ -338,6 +345,9 @@ struct train_options {
   int save_at = 0;          // save a checkpoint after this update (0: never)
   int save_every = 0;       // and after every this many updates (0: never)
   int stop_after = 0;       // stop after this update (0: at `updates`)
+  int evaluate_every = 0;   // a forward-only pass over held-out inputs after every this many updates (0: never)
+  // Before each tensor collective: the update, and "forward", "backward" or "evaluation".
+  std::function<void(int update, std::string_view pass)> before_tensor_collective = [](int, std::string_view) {};
 };
 
 /// The block MLP on `grid`, trained with SGD one update at a time: the pipeline runs each
@@ -351,13 +361,17 @@ class trainer {
         exec_(make_executor(grid, model_, optim::sgd{.lr = 0.1f, .momentum = 0.5f},
                             {.accumulation_steps = config.micro_batches, .timeout = o.timeout})),
         pipe_(pipeline::make_driver(grid, std::vector<std::size_t>(static_cast<std::size_t>(grid.shape().pp - 1), net_.boundary()),
-                                    {.timeout = o.timeout})) {}
+                                    {.timeout = o.timeout})) {
+    net_.before_tensor_collective = [this](std::string_view pass) {
+      options_.before_tensor_collective(update_, evaluating_ ? std::string_view("evaluation") : pass);
+    };
+  }
 
   /// One update; returns what the pipeline measured. loss() is then its loss.
   pipeline::run_stats update() {
-    const int u = static_cast<int>(exec_.updates()) + 1;
+    const int u = update_ = static_cast<int>(exec_.updates()) + 1;
     options_.before_update(u);
-    auto& tp = grid_->tensor().collectives();
+    auto& tp = grid_->tensor();
     loss_ = 0.0;
     auto forward = [&](int i, std::span<const float> in, std::span<float> out) { net_.forward(tp, u, i, in, out); };
     auto backward = [&](int i, std::span<const float> out_grad, std::span<float> in_grad) {
@@ -371,6 +385,19 @@ class trainer {
       throw std::runtime_error(fmt::format("update {}: the executor counts {} updates and {} activations are still held", u,
                                            exec_.updates(), net_.held()));
     return stats;
+  }
+
+  /// A forward-only pass of the pipeline over inputs no update trains on (as an evaluation
+  /// would run), after update `u`.
+  void evaluate(int u) {
+    update_ = u;
+    evaluating_ = true;
+    auto& tp = grid_->tensor();
+    pipe_.run_forward(config_.micro_batches, [&](int i, std::span<const float> in, std::span<float> out) {
+      net_.forward(tp, held_out + u, i, in, out);
+      net_.forget(i);
+    });
+    evaluating_ = false;
   }
 
   std::optional<ckpt::restored_checkpoint> restore(const ckpt::store& s) { return exec_.restore_checkpoint(s); }
@@ -390,6 +417,9 @@ class trainer {
   decltype(make_executor(std::declval<mesh<Context>&>(), std::declval<block_mlp::model_type&>(), optim::sgd{})) exec_;
   decltype(pipeline::make_driver(std::declval<mesh<Context>&>(), {})) pipe_;
   double loss_ = 0.0;
+  int update_ = 0;
+  bool evaluating_ = false;
+  static constexpr int held_out = 1 << 20;  // evaluation inputs are those of updates from here on
 };
 
 /// Trains for o.updates updates.
@@ -406,6 +436,7 @@ trained train(mesh<Context>& grid, const block_mlp_config& config, const train_o
   for (int u = static_cast<int>(result.restored_from) + 1; u <= last; ++u) {
     result.max_in_flight = std::max(result.max_in_flight, t.update().max_in_flight);
     (u == result.restored_from + 1 ? result.first_loss : result.last_loss) = t.loss();
+    if (o.evaluate_every > 0 && u % o.evaluate_every == 0) t.evaluate(u);
     if (store && (u == o.save_at || (o.save_every > 0 && u % o.save_every == 0))) t.save(*store);
     result.updates = u;
   }

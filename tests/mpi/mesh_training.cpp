@@ -8,20 +8,26 @@
 // to the last).
 //
 // With --stall RANK UPDATE that rank stops, and its pipeline neighbours' deadline must name
-// it (the fault test).
+// it (the fault test). With --sigstop RANK UPDATE WHERE that rank stops itself (SIGSTOP) at
+// its first tensor collective of that update's forward or backward, or of the evaluation
+// after it (--evaluate-every), or before the update ("update"); it first prints when, so a
+// test can time how long the others take to end the job.
 //
 //   mpiexec -n 4 mesh_training --mesh dp=2,tp=2,pp=1 --schedule 1f1b --updates 50
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -42,6 +48,8 @@ int main(int argc, char** argv) {
   int updates = 50;
   double tolerance = 1e-4, timeout = 300.0;
   std::vector<int> stall;  // rank, update
+  std::vector<std::string> sigstop;  // rank, update, where
+  int evaluate_every = 0;
   std::string checkpoints;
   int save_at = 0, save_every = 0, stop_after = 0;
   testing::block_mlp_config config;
@@ -58,21 +66,49 @@ int main(int argc, char** argv) {
   app.add_option("--stall", stall,
                  "RANK UPDATE: that rank stops before that update (the fault tests; in strata-launch's first attempt only)")
       ->expected(2);
+  app.add_option("--sigstop", sigstop, "RANK UPDATE WHERE: that rank stops itself (SIGSTOP) where: update, forward, "
+                                      "backward or evaluation")
+      ->expected(3);
+  app.add_option("--evaluate-every", evaluate_every, "a forward-only evaluation pass after every this many updates")
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   try {
-    mesh grid(ctx, parse_mesh(mesh_text, ctx.size()));
+    mesh grid(ctx, parse_mesh(mesh_text, ctx.size()), checked_timeout(timeout, "--timeout"));
     train_options options{.schedule = schedule,
                           .updates = updates,
                           .timeout = checked_timeout(timeout, "--timeout"),
                           .checkpoints = checkpoints,
                           .save_at = save_at,
                           .save_every = save_every,
-                          .stop_after = stop_after};
+                          .stop_after = stop_after,
+                          .evaluate_every = evaluate_every};
     const char* attempt = std::getenv("STRATA_LAUNCH_ATTEMPT");  // a restart must not stall again
     if (stall.size() == 2 && stall[0] == ctx.rank() && (!attempt || std::string_view(attempt) == "1"))
       options.before_update = [&](int u) {
         if (u == stall[1]) std::this_thread::sleep_for(std::chrono::hours(1));
       };
+    if (sigstop.size() == 3 && std::stoi(sigstop[0]) == ctx.rank()) {
+      const int at = std::stoi(sigstop[1]);
+      const std::string where = sigstop[2];
+      if (where != "update" && where != "forward" && where != "backward" && where != "evaluation")
+        throw usage_error(fmt::format("--sigstop: \"{}\" is not update, forward, backward or evaluation", where));
+      const auto stop = [&ctx, where, at, stopped = std::make_shared<bool>(false)] {
+        if (std::exchange(*stopped, true)) return;  // once: after the job ends the rank is continued
+        const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        std::printf("mesh_training: rank %d stops (SIGSTOP) in the %s of update %d at %.3f\n", ctx.rank(), where.c_str(), at,
+                    now);
+        std::fflush(stdout);
+        std::raise(SIGSTOP);
+      };
+      if (where == "update")
+        options.before_update = [=](int u) {
+          if (u == at) stop();
+        };
+      else
+        options.before_tensor_collective = [=](int u, std::string_view pass) {
+          if (u == at && pass == where) stop();
+        };
+    }
     const trained run = train(grid, config, options);
     if (run.updates < updates) {  // cut short: nothing to compare yet
       if (ctx.rank() == 0)

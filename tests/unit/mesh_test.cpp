@@ -1,5 +1,6 @@
 // The mesh's arithmetic and the pipeline schedules, without communication.
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,13 @@ TEST_CASE("a mesh that cannot be is refused, naming what to change", "[mesh]") {
   CHECK_THROWS_WITH(parse_mesh("tp=2x", 2), Contains("tp=2x is not a positive number"));
   CHECK_THROWS_WITH(parse_mesh("tp=2,tp=2", 4), Contains("tp is given twice"));
   CHECK_THROWS_WITH(parse_mesh("tp2", 2), Contains("\"tp2\" is not axis=count"));
+  // Sizes that overflow int: refused by name, never wrapped into the job's size.
+  CHECK_THROWS_WITH(parse_mesh("tp=99999999999", 4), Contains("tp=99999999999 is not a positive number of ranks (it is too large)"));
+  CHECK_THROWS_WITH(parse_mesh("tp=65536", 4), Contains("tp=65536 is more ranks than the job has (4)"));
+  CHECK_THROWS_WITH(parse_mesh("dp=2,tp=2,pp=2", 4), Contains("makes 8 ranks, but the job has 4"));
+  // 65536 * 65536 wraps to 0 in int: a user-built shape is multiplied in 64 bits, saturating.
+  CHECK(mesh_shape{65536, 65536, 1}.ranks() == std::int64_t{1} << 32);
+  CHECK(mesh_shape{2147483647, 2147483647, 2147483647}.ranks() == INT64_MAX);
 }
 
 TEST_CASE("ranks lie tensor fastest, then data, then pipeline; coordinates and ranks invert each other", "[mesh]") {

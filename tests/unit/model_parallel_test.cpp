@@ -3,7 +3,10 @@
 // one rank. The MPI tests (tests/mpi/mesh_training.cpp) run the same trainings in processes
 // for 50 updates. Ranks check with conformance::expect, which throws (Catch2's assertions are
 // not thread-safe); loopback::run rethrows the first failure.
+#include <algorithm>
+#include <chrono>
 #include <numeric>
+#include <thread>
 #include <span>
 #include <string>
 #include <vector>
@@ -59,7 +62,7 @@ TEST_CASE("each mesh group holds the ranks that differ from this one along its a
 TEST_CASE("gather, scatter and reduce-scatter put a split activation together and apart", "[tensor_parallel]") {
   constexpr std::size_t rows = 3, cols = 8;  // whole: [3, 8]; each of 4 ranks holds 2 columns
   CHECK_NOTHROW(loopback::run(4, [&](loopback::context& ctx) {
-    auto& group = ctx.collectives();
+    auto& group = ctx;
     const auto r = static_cast<std::size_t>(ctx.rank());
     std::vector<float> whole(rows * cols);
     std::iota(whole.begin(), whole.end(), 0.0f);
@@ -143,4 +146,71 @@ TEST_CASE("the block MLP trained on a mesh ends where one rank's training ends",
       expect(difference < 1e-5, "rank {}: {} relative from one rank's", ctx.rank(), difference);
     }));
   }
+}
+
+namespace {
+/// Runs `body` on a 4-rank loopback mesh of `shape`; returns each rank's exception message.
+template <class Body>
+std::vector<std::string> messages_of(const char* shape, std::chrono::milliseconds tensor_timeout, Body&& body) {
+  std::vector<std::string> messages(4);
+  try {
+    loopback::run(4, [&](loopback::context& ctx) {
+      mesh grid(ctx, parse_mesh(shape, ctx.size()), tensor_timeout);
+      try {
+        body(ctx, grid);
+      } catch (const std::exception& e) {
+        messages[static_cast<std::size_t>(ctx.rank())] = e.what();
+        throw;
+      }
+    });
+  } catch (const std::exception&) {
+  }
+  return messages;
+}
+
+/// Rank 0 of stage 0 stops before its tensor collective; the others reach theirs.
+template <class Grid>
+void stage_with_a_stopped_rank(int rank, Grid& grid, std::span<float> out) {
+  if (rank == 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(3));  // stopped, as far as the others know
+    return;
+  }
+  std::vector<float> partial(8, 1.0f);
+  tensor_parallel::reduce_from_group::forward(grid.tensor(), std::span<float>(partial));
+  std::ranges::copy(partial, out.begin());
+}
+}  // namespace
+
+TEST_CASE("a tensor collective names the rank that never arrives", "[tensor_parallel][timeout]") {
+  const auto start = std::chrono::steady_clock::now();
+  const auto messages = messages_of("dp=2,tp=2", std::chrono::milliseconds(300), [](loopback::context& ctx, auto& grid) {
+    std::vector<float> out(8);
+    stage_with_a_stopped_rank(ctx.rank(), grid, out);
+  });
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  CHECK_THAT(messages[1], Catch::Contains("no progress for 0.3 s: in the tensor group's all-reduce of 8 floats "
+                                          "(reduce_from_group::forward); rank 0 (dp=0,tp=0,pp=0) did not arrive"));
+}
+
+TEST_CASE("a wait behind a rank that waits names the rank at the end of the chain", "[pipeline][tensor_parallel][timeout]") {
+  // tp=2,pp=2: rank 0 (stage 0) never reaches its all-reduce; rank 1, its tensor partner,
+  // waits there and, at half its deadline, says so. Stage 1 waits for stage 0's activations:
+  // rank 2 for rank 0's, rank 3 for rank 1's. Their deadline (0.3 s) comes before the tensor
+  // group's (0.5 s), so rank 3 must name rank 0 through rank 1's notice.
+  const auto start = std::chrono::steady_clock::now();
+  const auto messages = messages_of("tp=2,pp=2", std::chrono::milliseconds(500), [](loopback::context& ctx, auto& grid) {
+    auto pipe = pipeline::make_driver(grid, {8}, {.timeout = std::chrono::milliseconds(300)});
+    pipe.run_forward(1, [&](int, std::span<const float>, std::span<float> out) {
+      if (pipe.first()) stage_with_a_stopped_rank(ctx.rank(), grid, out);
+    });
+  });
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  INFO(messages[2] << "\n" << messages[3]);
+  const auto reported = [&](int r) { return messages[static_cast<std::size_t>(r)].find("no progress") != std::string::npos; };
+  CHECK((reported(2) || reported(3)));  // whichever gives up first ends the job
+  if (reported(2))
+    CHECK_THAT(messages[2], Catch::Contains("from stage 0, rank 0 (dp=0,tp=0,pp=0), which did not send it (stopped"));
+  if (reported(3))
+    CHECK_THAT(messages[3], Catch::Contains("from stage 0, rank 1 (dp=0,tp=1,pp=0), which did not send it (it waits for "
+                                            "rank 0 (dp=0,tp=0,pp=0), which is stopped or too slow)"));
 }

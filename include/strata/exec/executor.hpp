@@ -36,6 +36,7 @@
 #include "strata/exec/step_bookkeeping.hpp"
 #include "strata/exec/synchronizer_table.hpp"
 #include "strata/exec/timeout.hpp"
+#include "strata/exec/wait_chain.hpp"
 #include "strata/model/model.hpp"
 #include "strata/optim/optimizer.hpp"
 #include "strata/parallel/mesh.hpp"
@@ -136,6 +137,7 @@ template <CommContext Context, ValidStrategy... Strategies, Optimizer O>
 class executor<Context, model<Strategies...>, O> {
   using comm_type = std::remove_reference_t<decltype(std::declval<Context&>().collectives())>;
   using control_type = std::remove_reference_t<decltype(std::declval<Context&>().control())>;
+  using watch_type = wait_watch<std::remove_reference_t<decltype(job_control(std::declval<Context&>()))>>;
   static_assert(std::is_same_v<comm_type, std::remove_reference_t<decltype(std::declval<Context&>().parameter_server())>>,
                 "a backend's collectives and parameter-server communicators must be of one type");
   static constexpr bool has_parameter_server = ((Strategies::descriptor.placement == placement_kind::ps) || ...);
@@ -181,6 +183,9 @@ class executor<Context, model<Strategies...>, O> {
       if constexpr (has_parameter_server) ps_->start(optimizer_);  // after the broadcast: every rank's values are rank 0's
     });
     for (std::size_t i = 0; i < m.variables().size(); ++i) local_.push_back(count_before(i));
+    // On a mesh, pipeline stages and tensor partners may wait for this rank while its step
+    // waits for another: it says whom it waits for (wait_chain.hpp).
+    if constexpr (requires { context.job_control(); }) watch_ = std::make_unique<watch_type>(job_control(context));
   }
 
   ~executor() {
@@ -214,6 +219,7 @@ class executor<Context, model<Strategies...>, O> {
     std::optional<std::string> nonfinite;
     const auto deadline = deadline_from_now();
     try {
+      const auto watching = watch_waits();
       std::size_t k = 0;
       std::apply(
           [&](auto&... s) {
@@ -527,6 +533,17 @@ class executor<Context, model<Strategies...>, O> {
     collect_announcements();
   }
 
+  /// While a step waits: once half its deadline is gone, tells the job's ranks which rank of
+  /// the group it waits for (the first that has not announced the update), if any.
+  typename watch_type::scope watch_waits() {
+    return {watch_.get(), options_.timeout, [this] {
+              auto& control = context_->control();
+              for (int r = 0; r < control.size(); ++r)
+                if (announced_ && r != control.rank() && !control.iprobe(r, announce_tag)) return job_rank(*context_, r);
+              return -1;
+            }};
+  }
+
   /// A collective stalled: name the ranks that never announced this update (or, where ranks
   /// announce nothing, as under ASP and SSP, the ranks the wait was for), tell the user, and
   /// abort the job so that no rank hangs (with MPI, mpirun exits non-zero).
@@ -538,7 +555,7 @@ class executor<Context, model<Strategies...>, O> {
       for (int r = 0; r < control.size(); ++r)
         if (r != control.rank() && !control.iprobe(r, announce_tag)) missing.push_back(r);
       who = missing.empty() ? std::string("every rank reached this step, so the collective itself is stuck")
-                            : fmt::format("{} did not reach this step", ranks_named(missing));
+                            : blamed_ranks(*context_, missing, "reach this step");
     } else if (!waited_for.empty()) {
       who = fmt::format("{} did not answer (stopped, or too slow)", ranks_named(waited_for));
     } else {
@@ -594,6 +611,7 @@ class executor<Context, model<Strategies...>, O> {
   std::conditional_t<has_parameter_server, std::unique_ptr<ps_service>, std::nullptr_t> ps_{};
   std::optional<std::tuple<synchronizer_t<Strategies, comm_type, O>...>> synchronizers_;  // made at start-up
   std::vector<std::size_t> local_;  // index of each variable within its synchronizer
+  std::unique_ptr<watch_type> watch_;  // on a mesh's group only
   bool announced_ = false;
   double announced_update_ = 0.0;
   std::vector<typename std::remove_reference_t<decltype(std::declval<Context&>().control())>::request> announcements_;

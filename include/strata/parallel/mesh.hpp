@@ -16,18 +16,23 @@
 // fast links, and pipeline stages, which exchange the least, sit furthest apart.
 #include <array>
 #include <charconv>
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "strata/comm/communicator.hpp"
 #include "strata/detail/text.hpp"
 #include "strata/error.hpp"
+#include "strata/exec/timeout.hpp"
+#include "strata/exec/wait_chain.hpp"
 
 namespace strata {
 
@@ -54,7 +59,14 @@ struct mesh_shape {
   int dp = 1, tp = 1, pp = 1;
 
   constexpr int operator[](mesh_axis a) const { return a == mesh_axis::data ? dp : a == mesh_axis::tensor ? tp : pp; }
-  constexpr int ranks() const { return dp * tp * pp; }
+  /// In 64 bits, saturating: three int axes can overflow int, and a wrapped product could
+  /// equal the job's size.
+  constexpr std::int64_t ranks() const {
+    std::int64_t n = 1;
+    for (const int a : {dp, tp, pp})
+      if (__builtin_mul_overflow(n, static_cast<std::int64_t>(a), &n)) return INT64_MAX;
+    return n;
+  }
 
   /// The coordinates of world rank `rank`: tensor fastest, then data, then pipeline.
   constexpr mesh_coordinates coordinates(int rank) const {
@@ -106,11 +118,15 @@ inline mesh_shape parse_mesh(std::string_view text, int world_size) {
     int n = 0;
     const auto [end, status] = std::from_chars(count.data(), count.data() + count.size(), n);
     if (status != std::errc() || end != count.data() + count.size() || n < 1)
-      throw usage_error(fmt::format("{}: {}={} is not a positive number of ranks", quoted, name, count));
+      throw usage_error(fmt::format("{}: {}={} is not a positive number of ranks{}", quoted, name, detail::excerpt(count),
+                                    status == std::errc::result_out_of_range ? " (it is too large)" : ""));
+    if (n > world_size)
+      throw usage_error(fmt::format("{}: {}={} is more ranks than the job has ({})", quoted, name, n, world_size));
     given[index(*axis)] = n;
   }
   mesh_shape shape{given[0] == 0 ? 1 : given[0], given[1] == 0 ? 1 : given[1], given[2] == 0 ? 1 : given[2]};
-  if (given[0] == 0 && world_size % (shape.tp * shape.pp) == 0) shape.dp = world_size / (shape.tp * shape.pp);
+  const std::int64_t tp_pp = static_cast<std::int64_t>(shape.tp) * shape.pp;
+  if (given[0] == 0 && world_size % tp_pp == 0) shape.dp = static_cast<int>(world_size / tp_pp);
   if (shape.ranks() != world_size)
     throw usage_error(fmt::format("{}: {} makes {} ranks, but the job has {}; the axes' product must be the number of ranks",
                                   quoted, to_string(shape), shape.ranks(), world_size));
@@ -133,11 +149,19 @@ class group_context {
 
   /// Collective over `parent`: ranks of one `color` form a group, ordered by `key`.
   /// `describe(r)` names the group's rank r in messages (a deadline's): by default "rank r"
-  /// of the group; a mesh names its world rank and coordinates.
-  group_context(Parent& parent, int color, int key, std::function<std::string(int)> describe = {})
+  /// of the group; a mesh names its world rank and coordinates, and `describe_job_rank`
+  /// any rank of the whole job likewise. `timeout` bounds the waits of the group's tensor
+  /// collectives (tensor_parallel.hpp).
+  group_context(Parent& parent, int color, int key, std::function<std::string(int)> describe = {},
+                std::function<std::string(int)> describe_job_rank = {},
+                std::chrono::duration<double> timeout = default_timeout())
       : parent_(&parent), collectives_(parent.collectives().split(color, key)),
         parameter_server_(parent.parameter_server().split(color, key)), control_(parent.control().split(color, key)),
-        describe_(std::move(describe)) {}
+        describe_(std::move(describe)), describe_job_rank_(std::move(describe_job_rank)),
+        timeout_(checked_timeout(timeout.count(), "the mesh's timeout")), job_ranks_(static_cast<std::size_t>(size())) {
+    const int mine = strata::job_rank(parent, parent.control().rank());
+    control_.allgather(std::span<const int>(&mine, 1), std::span<int>(job_ranks_));
+  }
 
   int rank() const { return control_.rank(); }
   int size() const { return control_.size(); }
@@ -149,12 +173,25 @@ class group_context {
   /// How messages name the group's rank `r`.
   std::string describe(int r) const { return describe_ ? describe_(r) : fmt::format("rank {} of the group", r); }
 
+  /// The whole job's control channel, where a long wait says whom it waits for (wait_chain.hpp).
+  auto& job_control() { return strata::job_control(*parent_); }
+  /// The job rank of the group's rank `r`.
+  int job_rank(int r) const { return job_ranks_.at(static_cast<std::size_t>(r)); }
+  /// How messages name rank `r` of the whole job.
+  std::string describe_job_rank(int r) const {
+    return describe_job_rank_ ? describe_job_rank_(r) : strata::describe_job_rank(*parent_, r);
+  }
+  /// How long the group's tensor collectives wait for its ranks.
+  std::chrono::duration<double> timeout() const { return timeout_; }
+
  private:
   Parent* parent_;
   collectives_type collectives_;
   parameter_server_type parameter_server_;
   control_type control_;
-  std::function<std::string(int)> describe_;
+  std::function<std::string(int)> describe_, describe_job_rank_;
+  std::chrono::duration<double> timeout_;
+  std::vector<int> job_ranks_;  // the group's ranks' ranks in the whole job
 };
 
 /// A world factored into a mesh: this rank's coordinates and its group along each axis.
@@ -162,11 +199,13 @@ class group_context {
 template <CommContext Context>
 class mesh {
  public:
-  mesh(Context& world, mesh_shape shape)
+  /// `timeout`: how long the tensor groups' collectives wait (the executor and the pipeline
+  /// driver take theirs in their options).
+  mesh(Context& world, mesh_shape shape, std::chrono::duration<double> timeout = default_timeout())
       : world_(&world), shape_(checked(world, shape)), at_(shape_.coordinates(world.control().rank())),
-        data_(world, color_without(mesh_axis::data), at_.dp, describer(mesh_axis::data)),
-        tensor_(world, color_without(mesh_axis::tensor), at_.tp, describer(mesh_axis::tensor)),
-        pipeline_(world, color_without(mesh_axis::pipeline), at_.pp, describer(mesh_axis::pipeline)) {}
+        data_(world, color_without(mesh_axis::data), at_.dp, describer(mesh_axis::data), describer(), timeout),
+        tensor_(world, color_without(mesh_axis::tensor), at_.tp, describer(mesh_axis::tensor), describer(), timeout),
+        pipeline_(world, color_without(mesh_axis::pipeline), at_.pp, describer(mesh_axis::pipeline), describer(), timeout) {}
 
   const mesh_shape& shape() const { return shape_; }
   /// The whole job the mesh factors.
@@ -208,6 +247,13 @@ class mesh {
       const std::string rank = describe_rank(shape, shape.rank(c));
       return a == mesh_axis::pipeline ? fmt::format("stage {}, {}", index, rank) : rank;
     };
+  }
+
+  /// Names ranks of the whole job by world rank and coordinates, where the mesh factors the
+  /// whole job; a mesh over a group leaves that to the group.
+  std::function<std::string(int)> describer() const {
+    if constexpr (requires(Context& c) { c.job_control(); }) return {};
+    else return [shape = shape_](int rank) { return describe_rank(shape, rank); };
   }
 
   /// Equal exactly for the ranks whose coordinates agree on every axis but `a`.

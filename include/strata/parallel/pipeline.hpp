@@ -38,6 +38,7 @@
 #include "strata/comm/communicator.hpp"
 #include "strata/error.hpp"
 #include "strata/exec/timeout.hpp"
+#include "strata/exec/wait_chain.hpp"
 #include "strata/parallel/mesh.hpp"
 
 namespace strata::pipeline {
@@ -167,14 +168,14 @@ class driver {
         if (!first()) receive(input, stage() - 1, forward_tag, w);
         buffer& output = outgoing(out_size);
         timed(stats, [&] { forward(w.micro_batch, const_view(input), view(output)); });
-        if (!last()) send(output, stage() + 1, forward_tag);
+        if (!last()) send(output, stage() + 1, forward_tag, w);
         stats.max_in_flight = std::max(stats.max_in_flight, ++in_flight);
       } else {
         buffer output_grad = make_buffer(out_size);
         if (!last()) receive(output_grad, stage() + 1, backward_tag, w);
         buffer& input_grad = outgoing(in_size);
         timed(stats, [&] { backward(w.micro_batch, const_view(output_grad), view(input_grad)); });
-        if (!first()) send(input_grad, stage() - 1, backward_tag);
+        if (!first()) send(input_grad, stage() - 1, backward_tag, w);
         input = make_buffer(0);  // the activation is no longer needed
         --in_flight;
       }
@@ -196,7 +197,7 @@ class driver {
       if (!first()) receive(input, stage() - 1, forward_tag, {pass::forward, i});
       buffer& output = outgoing(output_size());
       timed(stats, [&] { forward(i, const_view(input), view(output)); });
-      if (!last()) send(output, stage() + 1, forward_tag);
+      if (!last()) send(output, stage() + 1, forward_tag, {pass::forward, i});
     }
     return finish(stats, start);
   }
@@ -232,7 +233,7 @@ class driver {
 
   /// Waits for the run's sends and times it.
   run_stats finish(run_stats stats, std::chrono::steady_clock::time_point start) {
-    for (auto& request : sends_) comm().wait(request);
+    for (pending_send& s : sends_) wait_sent(s);
     sends_.clear();
     sent_.clear();
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -240,27 +241,59 @@ class driver {
   }
   int size() const { return group_->collectives().size(); }
 
+  /// Waits until `done()` (polled), for stage `peer`, at most the deadline: past half of it
+  /// says whom it waits for (wait_chain.hpp), past all of it gives up with `give_up`.
+  template <class Done, class GiveUp>
+  void bounded_wait(int peer, Done&& done, GiveUp&& give_up) {
+    const auto begun = std::chrono::steady_clock::now();
+    const auto deadline = begun + std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
+    wait_notice notice(job_control(*group_), begun, options_.timeout);
+    // Waits between stages are short and on the critical path: pace::critical_path.
+    for (backoff idle(pace::critical_path()); !done(); idle.pause()) {
+      const auto now = std::chrono::steady_clock::now();
+      notice.waiting_for(job_rank(*group_, peer), now);
+      if (now > deadline) give_up();
+    }
+  }
+
   /// Receives `into` from stage `from`. Where the backend can probe, waits for the message
   /// only until the deadline; then names the stage that did not send it and ends the job.
   void receive(buffer& into, int from, int tag, const work& w) {
-    if constexpr (Probing<comm_type>) {
-      const auto deadline = std::chrono::steady_clock::now() +
-                            std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
-      // Waits between stages are short and on the critical path: pace::critical_path.
-      for (backoff idle(pace::critical_path()); !comm().iprobe(from, tag); idle.pause())
-        if (std::chrono::steady_clock::now() > deadline) give_up(from, w);
-    }
+    if constexpr (Probing<comm_type>)
+      bounded_wait(from, [&] { return comm().iprobe(from, tag); }, [&] { give_up(from, w, "did not send it"); });
     auto request = comm().irecv(view(into), from, tag);
     comm().wait(request);
   }
 
-  [[noreturn]] void give_up(int from, const work& w) {
+  /// A message sent, until it is received: a send completes only once its neighbour takes
+  /// it (a large one always; a small one, too, where the neighbour is stopped).
+  struct pending_send {
+    typename comm_type::request request;
+    int to;
+    work w;
+  };
+
+  /// Waits for a send to be taken, within the deadline where the backend can test.
+  void wait_sent(pending_send& s) {
+    if constexpr (Testable<comm_type>)
+      bounded_wait(s.to, [&] { return comm().test(s.request); }, [&] { give_up(s.to, s.w, "did not take it"); });
+    else comm().wait(s.request);
+  }
+
+  /// Names the stage that did not send (or take) a message, and, where that stage itself
+  /// waits for a rank (a tensor partner, say), the rank at the end of the waits.
+  [[noreturn]] void give_up(int peer, const work& w, std::string_view what_it_did_not) {
+    const auto end = wait_chains(job_control(*group_)).at_end_of(job_rank(*group_, peer));
+    const bool received = what_it_did_not == "did not send it";
     const std::string message = fmt::format(
-        "strata ({}): no progress for {:.1f} s: in run {} of the pipeline, the {} of micro-batch {} waited for {} from "
-        "{}, which did not send it (stopped, or too slow). Raise pipeline::driver_options::timeout or "
-        "STRATA_TIMEOUT_SECONDS if the stages are only slow",
+        "strata ({}): no progress for {:.1f} s: in run {} of the pipeline, the {} of micro-batch {} waited for {} {} "
+        "{}, which {} ({}). Raise pipeline::driver_options::timeout or STRATA_TIMEOUT_SECONDS if the stages are only "
+        "slow",
         options_.describe(stage()), options_.timeout.count(), runs_, w.kind == pass::forward ? "forward" : "backward",
-        w.micro_batch, w.kind == pass::forward ? "the activation" : "the gradient", options_.describe(from));
+        w.micro_batch, w.kind == pass::forward ? "the activation" : "the gradient", received ? "from" : "it sent to",
+        options_.describe(peer), what_it_did_not,
+        end.via.empty() ? std::string("stopped, or too slow")
+                        : fmt::format("it waits for {}, which is stopped or too slow", describe_job_rank(*group_, end.rank)));
     abort_after_deadline(*group_, message);
   }
 
@@ -268,14 +301,16 @@ class driver {
   /// its sends as it goes, since its neighbour may be waiting for it to receive first.
   buffer& outgoing(std::size_t elements) { return sent_.emplace_back(make_buffer(elements)); }
 
-  void send(const buffer& data, int to, int tag) { sends_.push_back(comm().isend(const_view(data), to, tag)); }
+  void send(const buffer& data, int to, int tag, const work& w) {
+    sends_.push_back({comm().isend(const_view(data), to, tag), to, w});
+  }
 
   Context* group_;
   std::vector<std::size_t> boundaries_;
   driver_options options_;
   std::int64_t runs_ = 0;
   std::deque<buffer> sent_;  // a deque: growing it keeps earlier buffers in place
-  std::vector<typename comm_type::request> sends_;
+  std::vector<pending_send> sends_;
 };
 
 /// The driver of this rank's stage of `grid`'s pipeline; messages name ranks by stage,

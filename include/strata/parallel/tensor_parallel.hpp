@@ -18,18 +18,27 @@
 // reduce_scatter_to_group splits a sum by rows (sequence parallelism).
 //
 // Activations are row-major [rows, columns] spans of floats; a rank's part of a split
-// dimension is shard_of(...).
+// dimension is shard_of(...). Each call takes the tensor group as a context (mesh::tensor()):
+// on a backend that can test a request (MPI, loopback) every rank says it arrived, and a
+// rank that waits longer than the group's timeout names the ranks that did not arrive, with
+// their mesh coordinates, and ends the job, as the executor's and the pipeline's deadlines do.
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <span>
+#include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "strata/comm/communicator.hpp"
+#include "strata/comm/pacing.hpp"
 #include "strata/detail/fixed_string.hpp"
 #include "strata/error.hpp"
+#include "strata/exec/timeout.hpp"
+#include "strata/exec/wait_chain.hpp"
 
 namespace strata::tensor_parallel {
 
@@ -55,38 +64,119 @@ inline void require_rows(std::size_t elements, std::size_t rows, std::string_vie
   if (rows == 0 || elements % rows != 0)
     throw usage_error(fmt::format("tensor_parallel::{}: {} elements do not form {} rows", call, elements, rows));
 }
+
+inline constexpr int arrival_tag = 0x5441;  // "TA", on the group's control channel
+
+template <class Group>
+using collectives_of = std::remove_reference_t<decltype(std::declval<Group&>().collectives())>;
+
+template <class Group>
+std::chrono::duration<double> timeout_of(const Group& group) {
+  if constexpr (requires { group.timeout(); }) return group.timeout();
+  else return default_timeout();
+}
+
+/// Runs the collective that `start(collectives)` begins (returning its request) on every
+/// rank of `group`, within the group's timeout where the backend can test a request (else
+/// in its blocking wait: NCCL bounds its own). Each rank tells the others it arrived, so a
+/// rank that waits too long names those that did not; `call` says where, for the message.
+template <CommContext Group, class Start>
+void within_deadline(Group& group, std::string_view call, Start&& start) {
+  auto& comm = group.collectives();
+  if constexpr (!Testable<collectives_of<Group>>) {
+    auto request = start(comm);
+    comm.wait(request);
+  } else {
+    if (group.collectives().size() == 1) {
+      auto request = start(comm);
+      comm.wait(request);
+      return;
+    }
+    auto& control = group.control();
+    const double here = 1.0;
+    std::vector<typename std::remove_reference_t<decltype(control)>::request> told;
+    for (int r = 0; r < group.collectives().size(); ++r)
+      if (r != group.collectives().rank()) told.push_back(control.isend(std::span<const double>(&here, 1), r, arrival_tag));
+    const auto timeout = timeout_of(group);
+    const auto begun = std::chrono::steady_clock::now();
+    const auto deadline = begun + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
+    wait_notice notice(job_control(group), begun, timeout);
+    const auto absent = [&] {
+      std::vector<int> ranks;
+      for (int r = 0; r < group.collectives().size(); ++r)
+        if (r != group.collectives().rank() && !control.iprobe(r, arrival_tag)) ranks.push_back(r);
+      return ranks;
+    };
+    auto request = start(comm);
+    // Tensor collectives sit between layers, on the critical path.
+    for (backoff idle(pace::critical_path()); !comm.test(request); idle.pause()) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now < begun + (deadline - begun) / 2) continue;
+      const std::vector<int> missing = absent();
+      if (!missing.empty()) notice.waiting_for(job_rank(group, missing.front()), now);
+      if (now > deadline) {
+        const std::string message = fmt::format(
+            "strata ({}): no progress for {:.1f} s: in the tensor group's {}; {}. Raise the mesh's timeout or "
+            "STRATA_TIMEOUT_SECONDS if the ranks are only slow",
+            describe_job_rank(group, job_rank(group, group.collectives().rank())), timeout.count(), call,
+            missing.empty() ? std::string("every rank of the group arrived, so the collective itself is stuck")
+                            : blamed_ranks(group, missing, "arrive"));
+        abort_after_deadline(group, message);
+      }
+    }
+    double arrived = 0;
+    for (int r = 0; r < group.collectives().size(); ++r)
+      if (r != group.collectives().rank()) {
+        auto received = control.irecv(std::span<double>(&arrived, 1), r, arrival_tag);
+        control.wait(received);
+      }
+    for (auto& t : told) control.wait(t);
+  }
+}
+
+template <CommContext Group>
+void allreduce_sum(Group& group, std::span<float> data, std::string_view call) {
+  within_deadline(group, fmt::format("all-reduce of {} floats ({})", data.size(), call),
+                  [&](auto& comm) { return comm.iallreduce_sum(data); });
+}
+
+template <CommContext Group>
+void allgather(Group& group, std::span<const float> mine, std::span<float> all, std::string_view call) {
+  within_deadline(group, fmt::format("all-gather of {} floats per rank ({})", mine.size(), call),
+                  [&](auto& comm) { return comm.iallgather(mine, all); });
+}
 }  // namespace detail
 
 /// Megatron's f: the input of a column-parallel layer.
 struct copy_to_group {
   /// Every rank reads the whole input: nothing moves.
-  template <Collectives C>
-  static void forward(C&, std::span<const float>) {}
+  template <CommContext Group>
+  static void forward(Group&, std::span<const float>) {}
   /// Each rank's input gradient holds its shard's share; every rank needs their sum.
-  template <Collectives C>
-  static void backward(C& group, std::span<float> input_grad) {
-    group.allreduce_sum(input_grad);
+  template <CommContext Group>
+  static void backward(Group& group, std::span<float> input_grad) {
+    detail::allreduce_sum(group, input_grad, "copy_to_group::backward");
   }
 };
 
 /// Megatron's g: the output of a row-parallel layer.
 struct reduce_from_group {
   /// Each rank holds a partial sum of the output; every rank needs the whole.
-  template <Collectives C>
-  static void forward(C& group, std::span<float> partial_output) {
-    group.allreduce_sum(partial_output);
+  template <CommContext Group>
+  static void forward(Group& group, std::span<float> partial_output) {
+    detail::allreduce_sum(group, partial_output, "reduce_from_group::forward");
   }
   /// The output's gradient is whole on every rank already: nothing moves.
-  template <Collectives C>
-  static void backward(C&, std::span<const float>) {}
+  template <CommContext Group>
+  static void backward(Group&, std::span<const float>) {}
 };
 
 /// The collectives below reorder or copy on the host: their group's buffers must be host
 /// memory (a device version is not written yet).
-template <class C>
+template <class Group>
 concept HostGroup =
-    Collectives<C> &&
-    (HostBuffers<C> || strata::detail::unsatisfied<"gather_from_group, scatter_to_group and reduce_scatter_to_group "
+    CommContext<Group> &&
+    (HostBuffers<detail::collectives_of<Group>> || strata::detail::unsatisfied<"gather_from_group, scatter_to_group and reduce_scatter_to_group "
                                                    "reorder activations on the host; on a backend with device buffers "
                                                    "(nccl) use copy_to_group and reduce_from_group, which only "
                                                    "all-reduce">());
@@ -94,26 +184,26 @@ concept HostGroup =
 /// Activations split along their last dimension ([rows, cols / size] on each rank) made whole
 /// ([rows, cols]); backward keeps this rank's columns of the whole gradient.
 struct gather_from_group {
-  template <HostGroup C>
-  static void forward(C& group, std::span<const float> part, std::span<float> whole, std::size_t rows) {
+  template <HostGroup Group>
+  static void forward(Group& group, std::span<const float> part, std::span<float> whole, std::size_t rows) {
     detail::require_rows(part.size(), rows, "gather_from_group::forward");
-    if (whole.size() != part.size() * static_cast<std::size_t>(group.size()))
+    if (whole.size() != part.size() * static_cast<std::size_t>(group.collectives().size()))
       throw usage_error(fmt::format("tensor_parallel::gather_from_group::forward: {} elements per rank over {} ranks do "
                                     "not fill {}",
-                                    part.size(), group.size(), whole.size()));
+                                    part.size(), group.collectives().size(), whole.size()));
     const std::size_t cols = part.size() / rows, all_cols = whole.size() / rows;
     std::vector<float> blocks(whole.size());  // rank r's [rows, cols] block at r * part.size()
-    group.allgather(part, std::span<float>(blocks));
-    for (int r = 0; r < group.size(); ++r)
+    detail::allgather(group, part, std::span<float>(blocks), "gather_from_group");
+    for (int r = 0; r < group.collectives().size(); ++r)
       for (std::size_t i = 0; i < rows; ++i)
         std::copy_n(blocks.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * part.size() + i * cols), cols,
                     whole.begin() + static_cast<std::ptrdiff_t>(i * all_cols + static_cast<std::size_t>(r) * cols));
   }
-  template <HostGroup C>
-  static void backward(C& group, std::span<const float> whole_grad, std::span<float> part_grad, std::size_t rows) {
+  template <HostGroup Group>
+  static void backward(Group& group, std::span<const float> whole_grad, std::span<float> part_grad, std::size_t rows) {
     detail::require_rows(whole_grad.size(), rows, "gather_from_group::backward");
     const std::size_t all_cols = whole_grad.size() / rows;
-    const shard mine = shard_of(all_cols, group.size(), group.rank(), "the gradient of a gathered activation");
+    const shard mine = shard_of(all_cols, group.collectives().size(), group.collectives().rank(), "the gradient of a gathered activation");
     if (part_grad.size() != rows * mine.count)
       throw usage_error(fmt::format("tensor_parallel::gather_from_group::backward: the part holds {} elements, not {} rows "
                                     "of {}",
@@ -127,12 +217,12 @@ struct gather_from_group {
 /// The dual of gather_from_group: a whole activation split by its last dimension (each rank
 /// keeps its columns); backward gathers the gradient whole.
 struct scatter_to_group {
-  template <HostGroup C>
-  static void forward(C& group, std::span<const float> whole, std::span<float> part, std::size_t rows) {
+  template <HostGroup Group>
+  static void forward(Group& group, std::span<const float> whole, std::span<float> part, std::size_t rows) {
     gather_from_group::backward(group, whole, part, rows);
   }
-  template <HostGroup C>
-  static void backward(C& group, std::span<const float> part_grad, std::span<float> whole_grad, std::size_t rows) {
+  template <HostGroup Group>
+  static void backward(Group& group, std::span<const float> part_grad, std::span<float> whole_grad, std::size_t rows) {
     gather_from_group::forward(group, part_grad, whole_grad, rows);
   }
 };
@@ -142,22 +232,22 @@ struct scatter_to_group {
 /// Collectives concept has no reduce-scatter, so forward all-reduces and keeps a part:
 /// correct, with twice the minimum traffic.
 struct reduce_scatter_to_group {
-  template <HostGroup C>
-  static void forward(C& group, std::span<float> partial_whole, std::span<float> part) {
-    const shard mine = shard_of(partial_whole.size(), group.size(), group.rank(), "a reduce-scattered activation");
+  template <HostGroup Group>
+  static void forward(Group& group, std::span<float> partial_whole, std::span<float> part) {
+    const shard mine = shard_of(partial_whole.size(), group.collectives().size(), group.collectives().rank(), "a reduce-scattered activation");
     if (part.size() != mine.count)
       throw usage_error(fmt::format("tensor_parallel::reduce_scatter_to_group::forward: the part holds {} elements, not {}",
                                     part.size(), mine.count));
-    group.allreduce_sum(partial_whole);
+    detail::allreduce_sum(group, partial_whole, "reduce_scatter_to_group::forward");
     std::copy_n(partial_whole.begin() + static_cast<std::ptrdiff_t>(mine.begin), mine.count, part.begin());
   }
-  template <HostGroup C>
-  static void backward(C& group, std::span<const float> part_grad, std::span<float> whole_grad) {
-    if (whole_grad.size() != part_grad.size() * static_cast<std::size_t>(group.size()))
+  template <HostGroup Group>
+  static void backward(Group& group, std::span<const float> part_grad, std::span<float> whole_grad) {
+    if (whole_grad.size() != part_grad.size() * static_cast<std::size_t>(group.collectives().size()))
       throw usage_error(fmt::format("tensor_parallel::reduce_scatter_to_group::backward: {} elements per rank over {} ranks "
                                     "do not fill {}",
-                                    part_grad.size(), group.size(), whole_grad.size()));
-    group.allgather(part_grad, whole_grad);
+                                    part_grad.size(), group.collectives().size(), whole_grad.size()));
+    detail::allgather(group, part_grad, whole_grad, "reduce_scatter_to_group::backward");
   }
 };
 

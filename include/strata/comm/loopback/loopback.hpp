@@ -307,20 +307,27 @@ class communicator {
 
   template <class T>
     requires std::is_trivially_copyable_v<T>
-  void allgather(std::span<const T> mine, std::span<T> all) {
+  request iallgather(std::span<const T> mine, std::span<T> all) {
     const std::size_t n = mine.size();
     if (all.size() != n * members_.size())
       throw comm_error(fmt::format("loopback rank {}: allgather of {} elements from each of {} ranks into {} elements",
                                    rank_, n, size(), all.size()));
     for (int r = 0; r < size(); ++r)
       if (r != rank_) send_bytes(r, allgather_tag, std::as_bytes(mine));
+    request out;
     for (int r = 0; r < size(); ++r) {
       const std::span<T> block = all.subspan(static_cast<std::size_t>(r) * n, n);
-      if (r == rank_)
-        std::ranges::copy(mine, block.begin());
-      else
-        receive_into(std::as_writable_bytes(block), r, allgather_tag);
+      if (r == rank_) std::ranges::copy(mine, block.begin());
+      else post(out, std::as_writable_bytes(block), r, allgather_tag);
     }
+    return out;
+  }
+
+  template <class T>
+    requires std::is_trivially_copyable_v<T>
+  void allgather(std::span<const T> mine, std::span<T> all) {
+    request r = iallgather(mine, all);
+    wait(r);
   }
 
   /// Every rank's segment of this process's memory (SharedMemory: the ranks are threads).

@@ -189,6 +189,19 @@ class communicator {
     const int bytes = count(mine.size_bytes());
     check(MPI_Allgather(mine.data(), bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, comm_), "MPI_Allgather", rank_);
   }
+  /// allgather that returns at once: `mine` and `all` stay untouched until the request ends.
+  template <class T>
+    requires std::is_trivially_copyable_v<T>
+  request iallgather(std::span<const T> mine, std::span<T> all) {
+    if (all.size() != mine.size() * static_cast<std::size_t>(size_))
+      throw comm_error(fmt::format("rank {}: iallgather of {} elements from each of {} ranks into {} elements", rank_,
+                                   mine.size(), size_, all.size()));
+    const int bytes = count(mine.size_bytes());
+    request r;
+    check(MPI_Iallgather(mine.data(), bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, comm_, &r.handle), "MPI_Iallgather",
+          rank_);
+    return r;
+  }
 
   /// Every rank's segment of POSIX shared memory (SharedMemory), or nothing where the ranks
   /// do not all share this machine. Copies of a communicator share its segments.
