@@ -278,8 +278,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"resnet50", "ctr", "transformer"}));
   examples::number(app, "--trials", trials, 1, 20, "plans the automatic choice times before it keeps the fastest "
                    "(the automatic plan and the best uniform ones)");
-  app.add_option("--predict-at", scale, "world sizes to predict the workloads' plans at (this calibration carried there)")
-      ->check(CLI::Range(2, 1 << 20));
+  // At most 16384 ranks: the planner scores PS<k> for every k up to the ranks, and its time
+  // grows with them (about 30 s for the three workloads at 16384 on one core, 3 s at 1024).
+  app.add_option("--predict-at", scale,
+                 "world sizes to predict the workloads' plans at (this calibration carried there), at most 16384: "
+                 "the prediction's time grows with the ranks")
+      ->check(examples::in_range(2, 16384));
   examples::number(app, "--ranks-per-host", ranks_per_host, 1, 1024, "ranks per host of the predicted clusters");
   examples::number(app, "--across-gbit", across_gbit, 0.001, 1e4, "link between the predicted clusters' hosts, Gbit/s");
   examples::number(app, "--across-latency-us", across_latency_us, 0.0, 1e6, "its latency, microseconds");

@@ -25,6 +25,7 @@ subnet=198.18.0
 state=/run/strata-cluster
 
 fail() { echo "cluster.sh: $*" >&2; exit 1; }
+usage_error() { echo "cluster.sh: $*" >&2; exit 64; }  # a wrong command line: sysexits' EX_USAGE
 host_ns() { echo "${prefix}h$1"; }
 address() { echo "$subnet.$(($1 + 1))"; }
 host_count() { [ -f "$state/hosts" ] && cat "$state/hosts" || echo 0; }
@@ -33,9 +34,10 @@ on_cores() { [ -s "$state/cpus.$1" ] && echo "taskset -c $(cat "$state/cpus.$1")
 
 # A rate as tc writes it (10gbit, 500mbit) in bits per second; fails with a message otherwise.
 rate_bits() {
-  local number=${1%bit}
-  [[ $1 == *bit ]] && numfmt --from=si "${number^^}" 2>/dev/null ||
-    fail "rate '$1' is not a number of bits per second as tc writes it (e.g. 10gbit, 500mbit)"
+  local number=${1%bit} bits
+  bits=$([[ $1 == *bit ]] && numfmt --from=si "${number^^}" 2>/dev/null) && [[ $bits =~ ^[0-9]+$ ]] && ((bits >= 8000)) ||
+    usage_error "rate '$1' is not a rate of at least 8kbit as tc writes it (e.g. 10gbit, 500mbit)"
+  echo "$bits"
 }
 
 # tbf needs a burst of at least rate / HZ, and under 64 KB it caps the rate well below the
@@ -89,16 +91,17 @@ up() {
   local hosts=2 slots=2 rate=10gbit cpus=per-host
   while [ $# -gt 0 ]; do
     case $1 in
-      --hosts) hosts=$2; shift 2 ;;
-      --slots) slots=$2; shift 2 ;;
-      --rate) rate=$2; shift 2 ;;
-      --cpus) cpus=$2; shift 2 ;;
-      *) fail "unknown option '$1' for up (--hosts H, --slots RANKS-PER-HOST, --rate RATE, --cpus per-host|shared)" ;;
+      --hosts | --slots | --rate | --cpus)
+        [ $# -ge 2 ] || usage_error "$1 needs a value"
+        case $1 in --hosts) hosts=$2 ;; --slots) slots=$2 ;; --rate) rate=$2 ;; --cpus) cpus=$2 ;; esac
+        shift 2 ;;
+      *) usage_error "unknown option '$1' for up (--hosts H, --slots RANKS-PER-HOST, --rate RATE, --cpus per-host|shared)" ;;
     esac
   done
-  [[ $cpus == per-host || $cpus == shared ]] || fail "--cpus must be per-host or shared, not '$cpus'"
-  [[ $hosts =~ ^[0-9]+$ ]] && ((hosts >= 1 && hosts <= 200)) || fail "--hosts must be 1 to 200, not '$hosts'"
-  [[ $slots =~ ^[0-9]+$ ]] && ((slots >= 1)) || fail "--slots must be a positive number of ranks per host, not '$slots'"
+  [[ $cpus == per-host || $cpus == shared ]] || usage_error "--cpus must be per-host or shared, not '$cpus'"
+  [[ $hosts =~ ^[0-9]{1,3}$ ]] && ((hosts >= 1 && hosts <= 200)) || usage_error "--hosts must be 1 to 200, not '$hosts'"
+  [[ $slots =~ ^[0-9]{1,4}$ ]] && ((slots >= 1 && slots <= 1024)) ||
+    usage_error "--slots must be 1 to 1024 ranks per host, not '$slots'"
   rate_bits "$rate" >/dev/null
   down  # idempotent: whatever an earlier run left is replaced
   # Any failure from here on (set -e, or fail's exit) removes what was made.
@@ -192,7 +195,8 @@ run() {
 
 host_index() {
   (($(host_count) > 0)) || fail "no cluster: run 'scripts/cluster.sh up' first"
-  [[ $1 =~ ^[0-9]+$ ]] && (($1 < $(host_count))) || fail "no host '$1': the cluster has hosts 0..$(($(host_count) - 1))"
+  [[ $1 =~ ^[0-9]{1,3}$ ]] && ((10#$1 < $(host_count))) ||
+    usage_error "no host '$1': the cluster has hosts 0..$(($(host_count) - 1))"
 }
 
 if [ "$(id -u)" != 0 ]; then
@@ -218,14 +222,14 @@ case $command in
   down) down ;;
   run) run "$@" ;;
   shape)
-    [ $# = 2 ] || fail "usage: cluster.sh shape HOST RATE (e.g. shape 1 100mbit)"
+    [ $# = 2 ] || usage_error "usage: cluster.sh shape HOST RATE (e.g. shape 1 100mbit)"
     host_index "$1"; shape_link "$(host_ns "$1")" eth0 "$2"; shape_link "$switch" "h$1" "$2" ;;
   link)
     host_index "${1:-x}"
     case ${2:-} in
       down) ip -n "$(host_ns "$1")" link set eth0 down && touch "$state/down.$1" ;;
       up) ip -n "$(host_ns "$1")" link set eth0 up && rm -f "$state/down.$1" ;;
-      *) fail "link HOST up|down, not '${2:-}'" ;;
+      *) usage_error "link HOST up|down, not '${2:-}'" ;;
     esac ;;
   status)
     ip netns list | grep "^$prefix" || { echo "no cluster"; exit 0; }
@@ -234,5 +238,5 @@ case $command in
   cores)  # a host's own cores, else (shared) all that the cluster's processes may use
     host_index "${1:-x}"
     cat "$state/cpus.$1" 2>/dev/null || taskset -pc $$ | sed 's/.*: //' ;;
-  *) fail "usage: cluster.sh up [--hosts H] [--slots S] [--rate RATE] [--cpus per-host|shared] | run MPIRUN-ARGS... | shape HOST RATE | link HOST up|down | status | cores HOST | down" ;;
+  *) usage_error "usage: cluster.sh up [--hosts H] [--slots S] [--rate RATE] [--cpus per-host|shared] | run MPIRUN-ARGS... | shape HOST RATE | link HOST up|down | status | cores HOST | down" ;;
 esac

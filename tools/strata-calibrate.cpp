@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
     return static_cast<int>(exit_usage);
   }
   try {
+    // Measuring takes a while: the output is checked first.
+    if (!output.empty()) require_writable_file(output, "--output");
     if (!check.empty()) {
       plan::load_or_calibrate(ctx, check);  // refuses a calibration of another job
       if (ctx.rank() == 0) fmt::print("{} describes this job ({} ranks)\n", check, ctx.size());

@@ -21,7 +21,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <unistd.h>
 
 #include <strata/ckpt/exchange.hpp>
 #include <strata/exit_status.hpp>
@@ -48,16 +47,6 @@ std::uint64_t parse_size(const std::string& text) {
     throw examples::flag_error("--max-shard-size", fmt::format("'{}' is not a size such as 5GB, 500MB or 1GiB",
                                                                strata::detail::excerpt(text, 40)));
   return number * scale->second;
-}
-
-/// A folder that output will be written into: it exists and may be written, checked before
-/// any work is done.
-void require_writable_folder(const fs::path& folder, std::string_view flag) {
-  const fs::path f = folder.empty() ? fs::path(".") : folder;
-  std::error_code ec;
-  if (!fs::is_directory(f, ec)) throw examples::flag_error(flag, fmt::format("{} is not a folder", f.string()));
-  if (::access(f.c_str(), W_OK) != 0)
-    throw ckpt::checkpoint_write_error(fmt::format("{}: cannot write into {}", flag, f.string()));
 }
 
 std::string shape_text(const std::vector<std::uint64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
@@ -140,21 +129,18 @@ int main(int argc, char** argv) {
       o.optimizer_state = optimizer_state;
       if (dtype != "as-trained") o.dtype = ckpt::safetensors::dtype_named(dtype);
       if (!shard_size.empty()) o.max_shard_bytes = parse_size(shard_size);
+      require_writable_file(to, "--to");
       std::error_code ec;
       if (!fs::is_directory(directory, ec)) throw ckpt::checkpoint_error(fmt::format("{} is not a folder", directory));
-      require_writable_folder(fs::path(to).parent_path(), "--to");
+      if (fs::path(to).has_parent_path()) fs::create_directories(fs::path(to).parent_path());
       const ckpt::export_result r = ckpt::export_safetensors(ckpt::store(directory), to, o);
       fmt::print("exported step {}: {} tensors, {:.1f} MiB, to {}\n", r.step, r.tensors,
                  static_cast<double>(r.bytes) / (1 << 20),
                  fmt::join(r.files | std::views::transform([](const fs::path& p) { return p.string(); }), ", "));
       return 0;
     }
-    const fs::path into(directory);
-    std::error_code ec;
-    if (fs::exists(into, ec) && !fs::is_directory(into, ec))
-      throw examples::flag_error("--into", fmt::format("{} is not a folder", directory));
-    require_writable_folder(fs::exists(into, ec) ? into : into.parent_path(), "--into");
-    const ckpt::import_result r = ckpt::import_safetensors(from, ckpt::store(into));
+    require_writable_folder(directory, "--into");
+    const ckpt::import_result r = ckpt::import_safetensors(from, ckpt::store(directory));
     fmt::print("imported {} tensors ({} values) from {} as the checkpoint of step 0 in {}\n", r.tensors, r.elements, from,
                directory);
     return 0;

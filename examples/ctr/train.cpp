@@ -212,5 +212,8 @@ int main(int argc, char** argv) {
   examples::number(app, "--straggler-probability", o.run.straggler_probability, 0.0, 1.0,
                    "delay each rank's update with this probability (transient stragglers)");
   examples::number(app, "--straggler-factor", o.straggler_factor, 0.001, 1000.0, "a straggler's delay, in normal update times");
-  return examples::parse_and_run(ctx, app, argc, argv, "ctr_train", [&] { return train(ctx, o); });
+  return examples::parse_and_run(ctx, app, argc, argv, "ctr_train", [&] {
+    if (o.builder != "auto") examples::refuse_unused(app, {"--calibration", "--trials"}, "--builder auto");
+    return train(ctx, o);
+  });
 }

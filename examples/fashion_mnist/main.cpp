@@ -383,6 +383,10 @@ int main(int argc, char** argv) {
   examples::number(app, "--slow-down-ms", o.slow_down_ms, 0, 60'000,
                    "sleep after every update (to test recovery from a killed rank)");
   return examples::parse_and_run(ctx, app, argc, argv, "fashion_mnist", [&] {
+    // What the run will write, before it starts: not found unwritable after training.
+    if (!o.save_params.empty()) strata::require_writable_file(o.save_params, "--save-params");
+    if (!o.checkpoint_dir.empty()) strata::require_writable_folder(o.checkpoint_dir, "--checkpoint-dir");
+    if (o.strategy != "auto") examples::refuse_unused(app, {"--calibration", "--trials"}, "--strategy auto");
     int status = 0;
     if (o.strategy == "auto") o.strategy = automatic_strategy(ctx, o);
     compiled::visit(o.strategy, [&]<class S>(std::type_identity<S>) { status = train<S>(ctx, o); });

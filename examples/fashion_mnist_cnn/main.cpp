@@ -6,8 +6,10 @@
 //
 // Every rank shuffles the training set with the same seed and takes its slice of each
 // global batch. Exits with STRATA_GPU_SKIP_CODE when there is no GPU.
+#include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +20,7 @@
 #include <strata/comm/nccl/mpi_bootstrap.hpp>
 #endif
 
+#include "../common/cli_numbers.hpp"
 #include "train.hpp"
 
 namespace {
@@ -51,24 +54,34 @@ int run(const options& o, strata::nccl::communicator comm) {
 int main(int argc, char** argv) {
   options o;
   CLI::App app{"Data-parallel CNN (cuDNN, cuBLAS, NCCL) on Fashion-MNIST"};
-  app.add_option("--epochs", o.train.epochs, "passes over the training set")->check(CLI::PositiveNumber);
-  app.add_option("--batch", o.train.global_batch, "global batch, split evenly over the ranks")->check(CLI::PositiveNumber);
-  app.add_option("--lr", o.train.lr, "SGD's peak learning rate (cosine decay to zero)");
-  app.add_option("--momentum", o.train.momentum, "SGD momentum");
-  app.add_option("--weight-decay", o.train.weight_decay, "L2 weight decay");
-  app.add_option("--seed", o.train.seed, "initialization and shuffling seed");
-  app.add_option("--max-steps", o.train.max_steps, "stop after this many updates (smoke runs)");
+  examples::number(app, "--epochs", o.train.epochs, 1, 10'000, "passes over the training set");
+  examples::number(app, "--batch", o.train.global_batch, 1, 60'000, "global batch, split evenly over the ranks");
+  examples::number(app, "--lr", o.train.lr, 0.0f, 100.0f, "SGD's peak learning rate (cosine decay to zero)");
+  examples::number(app, "--momentum", o.train.momentum, 0.0f, 1.0f, "SGD momentum");
+  examples::number(app, "--weight-decay", o.train.weight_decay, 0.0f, 1.0f, "L2 weight decay");
+  examples::number(app, "--seed", o.train.seed, std::uint64_t{0}, std::numeric_limits<std::uint64_t>::max(),
+                   "initialization and shuffling seed");
+  examples::number(app, "--max-steps", o.train.max_steps, -1L, 1'000'000'000L,
+                   "stop after this many updates (smoke runs; -1: every epoch in full)");
   app.add_flag("--ps", o.train.ps,
                "put the fully connected layers on the parameter server: reduce-scatter, each rank updates its "
                "slice, all-gather");
   app.add_option("--checkpoint-dir", o.train.checkpoint_dir,
                  "save a checkpoint here after every epoch; at start, resume from the newest usable one");
-  app.add_option("--stop-after-epochs", o.train.stop_after_epochs,
-                 "end the run after this epoch as if interrupted (the learning-rate schedule stays the whole run's)")
-      ->check(CLI::PositiveNumber);
+  examples::number(app, "--stop-after-epochs", o.train.stop_after_epochs, 1, 10'000,
+                   "end the run after this epoch as if interrupted (the learning-rate schedule stays the whole run's)");
   app.add_option("--data-dir", o.data, "folder of the Fashion-MNIST IDX files (dataset-fashion-mnist)");
-  app.add_option("--min-accuracy", o.min_accuracy, "exit non-zero if the final test accuracy is below this");
-  CLI11_PARSE(app, argc, argv);
+  examples::number(app, "--min-accuracy", o.min_accuracy, 0.0, 1.0, "exit non-zero if the final test accuracy is below this");
+  if (const auto status = examples::parse(app, argc, argv, "fashion_mnist_cnn")) return *status;
+  try {  // what the run will write, before it starts
+    if (!o.train.checkpoint_dir.empty()) strata::require_writable_folder(o.train.checkpoint_dir, "--checkpoint-dir");
+  } catch (const strata::usage_error& e) {
+    std::fprintf(stderr, "fashion_mnist_cnn: %s\n", e.what());
+    return examples::exit_usage;
+  } catch (const strata::output_error& e) {
+    std::fprintf(stderr, "fashion_mnist_cnn: %s\n", e.what());
+    return 74;  // strata::exit_cannot_write
+  }
 
   try {
     if (!strata::cuda::device_available()) {

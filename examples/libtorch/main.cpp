@@ -140,7 +140,10 @@ int train(strata::mpi::context& ctx, const options& o) {
       loss.backward();  // marks each gradient ready as autograd accumulates it
       bound.check_gradients_in_place();
       const double value = loss.item<double>();
-      if (!std::isfinite(value))
+      // Cross-entropy over 10 classes starts at ln 10 (2.3); far above it, training has
+      // diverged even where the numbers are still finite (a loss of 1e22 once passed).
+      constexpr double diverged = 1e6;
+      if (!std::isfinite(value) || value > diverged)
         throw strata::numeric_error(fmt::format("the loss is {} at update {}: training diverged; lower --lr (now {})",
                                                 value, step + 1, o.lr));
       loss_sum += value;
@@ -196,6 +199,9 @@ int main(int argc, char** argv) {
                  "resume from the newest checkpoint here (e.g. weights from strata-ckpt import), and save one at the end");
   examples::number(app, "--min-accuracy", o.min_accuracy, 0.0, 1.0, "exit non-zero below this test accuracy");
   return examples::parse_and_run(ctx, app, argc, argv, "libtorch_fashion_mnist", [&] {
+    // What the run will write, before it starts: not found unwritable after training.
+    if (!o.save_params.empty()) strata::require_writable_file(o.save_params, "--save-params");
+    if (!o.checkpoint_dir.empty()) strata::require_writable_folder(o.checkpoint_dir, "--checkpoint-dir");
     int status = 0;
     strata::visit_strategy<DenseNative, DenseRing, DenseTree, DenseFP16>(
         o.strategy, [&]<class S>(std::type_identity<S>) { status = train<S>(ctx, o); });

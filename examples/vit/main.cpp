@@ -17,7 +17,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -98,7 +100,7 @@ class trainer {
     const std::span<const std::size_t> mine = batch.subspan(static_cast<std::size_t>(grid_->coordinates().dp) * n *
                                                                 static_cast<std::size_t>(o_.micro_batches),
                                                             n * static_cast<std::size_t>(o_.micro_batches));
-    auto& tp = grid_->tensor().collectives();
+    auto& tp = grid_->tensor();
     double loss = 0.0;
     std::vector<std::vector<float>> logits(static_cast<std::size_t>(o_.micro_batches));
     auto forward = [&](int i, std::span<const float> in, std::span<float> out) {
@@ -128,7 +130,7 @@ class trainer {
     for (std::size_t at = begin; at < end; at += n * static_cast<std::size_t>(o_.micro_batches)) {
       const std::size_t count = std::min(n * static_cast<std::size_t>(o_.micro_batches), end - at);
       const int micro = static_cast<int>((count + n - 1) / n);
-      auto& tp = grid_->tensor().collectives();
+      auto& tp = grid_->tensor();
       std::vector<std::size_t> indices(n * static_cast<std::size_t>(micro));
       std::iota(indices.begin(), indices.end(), at);
       for (std::size_t& i : indices) i = std::min(i, end - 1);  // a short last micro-batch repeats its last image
@@ -204,6 +206,10 @@ std::vector<vit::parameter> train(strata::mpi::context& world, strata::mesh<Cont
                                   const fashion_mnist::dataset& train_set, const fashion_mnist::dataset& test_set,
                                   int updates, bool report) {
   trainer<Context, O, Algorithm> t(grid, o, vit::config{.seed = o.seed}, optimizer);
+  if (report && world.rank() == 0)  // once the trainer has accepted the mesh and the batch
+    fmt::print("vit: mesh {}, {} schedule, {} micro-batches of {} images per replica, {} lr {}\n",
+               strata::to_string(grid.shape()), o.schedule, o.micro_batches,
+               o.global_batch / (grid.shape().dp * o.micro_batches), o.optimizer, o.lr);
   const bool counts = t.net().last_stage() && grid.coordinates().tp == 0;  // one copy of each loss and count
   const std::size_t batch = static_cast<std::size_t>(o.global_batch);
   std::optional<strata::ckpt::store> store;
@@ -362,7 +368,8 @@ int main(int argc, char** argv) {
   examples::number(app, "--micro-batches", o.micro_batches, 1, 1024, "micro-batches per update in the pipeline");
   app.add_option("--optimizer", o.optimizer, "adam, or sgd (momentum 0.9)")->check(CLI::IsMember({"adam", "sgd"}));
   examples::number(app, "--lr", o.lr, 1e-6f, 1.0f, "the optimizer's learning rate");
-  app.add_option("--seed", o.seed, "initialization and shuffling seed");
+  examples::number(app, "--seed", o.seed, std::uint64_t{0}, std::numeric_limits<std::uint64_t>::max(),
+                   "initialization and shuffling seed");
   examples::number(app, "--max-steps", o.max_steps, 0, 1 << 30, "updates per epoch at most (0: all)");
   examples::number(app, "--check-against-one-rank", o.check_against_one_rank, 0, 100000,
                    "train this many updates on the mesh and on one rank alone, and compare");
@@ -377,13 +384,16 @@ int main(int argc, char** argv) {
   app.add_option("--calibration", o.calibration, "--strategy auto: this job's calibration (strata-calibrate --output)");
   examples::number(app, "--trials", o.trials, 0, 3, "--strategy auto: algorithms timed before the fastest is kept (0: the model alone)");
   return examples::parse_and_run(ctx, app, argc, argv, "vit", [&] {
+    if (o.strategy != "auto") examples::refuse_unused(app, {"--calibration", "--trials"}, "--strategy auto");
+    // What the run will write, before it starts: not found unwritable after training.
+    if (!o.checkpoints.empty()) strata::require_writable_folder(o.checkpoints, "--checkpoints");
+    if (!o.save_state.empty()) {  // a prefix: PREFIX.rank-R.safetensors
+      strata::require_writable_file(o.save_state, "--save-state");
+      strata::require_writable_file(fmt::format("{}.rank-{}.safetensors", o.save_state, ctx.rank()), "--save-state");
+    }
     const fashion_mnist::dataset train_set = fashion_mnist::load(o.data, "train");
     const fashion_mnist::dataset test_set = fashion_mnist::load(o.data, "t10k");
     strata::mesh grid(ctx, strata::parse_mesh(o.mesh, ctx.size()));
-    if (ctx.rank() == 0)
-      fmt::print("vit: mesh {}, {} schedule, {} micro-batches of {} images per replica, {} lr {}\n",
-                 strata::to_string(grid.shape()), o.schedule, o.micro_batches,
-                 o.global_batch / (grid.shape().dp * o.micro_batches), o.optimizer, o.lr);
     auto with_optimizer = [&](auto&& run) {
       if (o.optimizer == "sgd") return run(strata::optim::sgd{.lr = o.lr, .momentum = 0.9f});
       return run(strata::optim::adam{.lr = o.lr});

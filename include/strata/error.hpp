@@ -45,6 +45,13 @@ class comm_error : public error {
   using error::error;
 };
 
+/// An output (a file or folder a run writes) cannot be written: no permission, a read-only
+/// or full file system. A restart would meet it again (exit status 74).
+class output_error : public error {
+ public:
+  using error::error;
+};
+
 /// A CUDA runtime or CUDA library (cuBLAS) call failed; the message names the call, where
 /// it was made and the library's description of the failure.
 class cuda_error : public error {

@@ -1,8 +1,12 @@
-# Runs COMMAND (a command line) and checks that it fails, within LIMIT seconds, printing EXPECT.
+# Runs COMMAND (a command line) and checks that it fails (with exit status STATUS, if given),
+# within LIMIT seconds, printing EXPECT.
 separate_arguments(command UNIX_COMMAND "${COMMAND}")
 execute_process(COMMAND ${command} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT ${LIMIT})
 if(status EQUAL 0)
   message(FATAL_ERROR "the job succeeded; a stalled rank must make it fail:\n${out}${err}")
+endif()
+if(DEFINED STATUS AND NOT status STREQUAL "${STATUS}")
+  message(FATAL_ERROR "the job ended with exit status ${status}, not ${STATUS}:\n${out}${err}")
 endif()
 if(status MATCHES "timeout")
   message(FATAL_ERROR "the job hung for ${LIMIT} s instead of reporting the stalled rank:\n${out}${err}")

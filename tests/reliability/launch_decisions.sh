@@ -33,6 +33,12 @@ check "a killed rank (137)" 137 3 job 137
 check "a usage error (64)" 64 1 job 64
 check "a diverged model or no usable checkpoint (65)" 65 1 job 65
 check "a checkpoint that cannot be written (74)" 74 1 job 74
+# mpirun that cannot start the job for want of slots (without --oversubscribe): not retried
+# on as many ranks, retried on fewer.
+slots_args=()
+for flag in "$@"; do [[ $flag == --oversubscribe ]] || slots_args+=(--mpirun-arg "$flag"); done
+check "too few slots for every attempt" 1 1 "$launcher" --np 4096 --restarts 2 "${slots_args[@]}" -- true
+check "too few slots, restarts on fewer ranks" 0 2 "$launcher" --np 4096 --restart-np 1 --restarts 2 "${slots_args[@]}" -- true
 check "strata-launch: an unknown option" 64 0 "$launcher" --fast -- true
 check "strata-launch: no program" 64 0 "$launcher" --np 2
 check "strata-launch: a program that is not there" 64 0 "$launcher" --np 1 -- /nonexistent/trainer

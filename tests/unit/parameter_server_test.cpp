@@ -75,6 +75,35 @@ TEST_CASE("shards are spread over hosts first, by bytes per rank, then over a ho
   CHECK_THROWS_AS(sync::ps::make_plan(variables, 3, server_assignment::least_loaded, two_hosts), usage_error);
 }
 
+TEST_CASE("the ordered placement picks what a pass over every rank picks", "[ps][plan]") {
+  // The rule, as a pass over the ranks: the least bytes per rank on its host (compared
+  // crosswise), then the least bytes on the rank, then the lower rank.
+  std::mt19937 random(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int ranks = 1 + static_cast<int>(random() % 24);
+    std::vector<int> host_of(static_cast<std::size_t>(ranks));
+    const int hosts = 1 + static_cast<int>(random() % 5);
+    for (int& h : host_of) h = static_cast<int>(random() % static_cast<unsigned>(hosts)) * 10;  // host ids, not numbers
+    sync::ps::server_placement placement(ranks, server_assignment::least_loaded, host_of);
+    std::vector<std::size_t> rank_bytes(static_cast<std::size_t>(ranks)), host_bytes(placement.ranks_on_host().size());
+    for (int shard = 0; shard < 60; ++shard) {
+      const std::size_t bytes = random() % 4 == 0 ? 64 : 4 * (1 + random() % 1000);  // ties are common
+      std::size_t expected = 0;
+      for (std::size_t r = 1; r < rank_bytes.size(); ++r) {
+        const std::size_t hr = placement.host_of(r), he = placement.host_of(expected);
+        const std::size_t load_r = host_bytes[hr] * placement.ranks_on_host()[he];
+        const std::size_t load_e = host_bytes[he] * placement.ranks_on_host()[hr];
+        if (load_r != load_e ? load_r < load_e : rank_bytes[r] < rank_bytes[expected]) expected = r;
+      }
+      const std::size_t chosen = placement.place(bytes);
+      REQUIRE(chosen == expected);
+      rank_bytes[chosen] += bytes;
+      host_bytes[placement.host_of(chosen)] += bytes;
+    }
+    CHECK(placement.bytes_per_rank() == rank_bytes);
+  }
+}
+
 TEST_CASE("builder::PS's first_server assignment puts every shard on rank 0", "[ps][plan]") {
   std::vector<float> a(100), b(60), ga(100), gb(60);
   const std::vector<variable_binding> variables = {{"a", {10, 10}, a, ga, "PS<2>,Partition<0>"},

@@ -10,12 +10,13 @@
 // (a lock no other thread takes until the file is written), at most max_events per thread;
 // later events are counted as dropped, so a long run's memory stays bounded.
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -27,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "strata/detail/outputs.hpp"
 #include "strata/error.hpp"
 
 namespace strata::trace {
@@ -80,13 +82,28 @@ class timeline {
 
   /// Starts recording for `rank` of `ranks` into STRATA_TIMELINE's file for the rank (a
   /// backend's context calls it once every rank is up, right after a barrier).
-  void start_from_environment(int rank, int ranks) { start(file_of(std::getenv("STRATA_TIMELINE"), rank), rank, ranks); }
+  /// A file that cannot be written (a device, a folder without permission) is said at once,
+  /// by rank 0, and nothing is recorded: the timeline explains a run, it does not stop one.
+  void start_from_environment(int rank, int ranks) {
+    const std::filesystem::path given = std::getenv("STRATA_TIMELINE"), file = file_of(given, rank);
+    try {
+      if (!names_folder(given)) require_writable_file(given, "STRATA_TIMELINE");  // a file's name: no device
+      require_writable_file(file, "STRATA_TIMELINE");
+    } catch (const error& e) {
+      if (rank == 0) std::fprintf(stderr, "strata: %s; no timeline is recorded\n", e.what());
+      return;
+    }
+    start(file, rank, ranks);
+  }
 
-  /// The file of `rank` for STRATA_TIMELINE=`path`: "t.json" -> "t.rank3.json", "t" -> "t.rank3.json".
+  /// The file of `rank` for STRATA_TIMELINE=`path`: "t.json" -> "t.rank3.json", "t" -> "t.rank3.json",
+  /// and a folder ("out/", or one that exists) -> "out/timeline.rank3.json".
   static std::filesystem::path file_of(const std::filesystem::path& path, int rank) {
+    const std::string suffix = ".rank" + std::to_string(rank) + ".json";
+    if (names_folder(path)) return path / ("timeline" + suffix);
     std::filesystem::path file = path;
     const std::string stem = path.extension() == ".json" ? path.stem().string() : path.filename().string();
-    return file.replace_filename(stem + ".rank" + std::to_string(rank) + ".json");
+    return file.replace_filename(stem + suffix);
   }
 
   /// Names the calling thread's track ("training", "communication", "parameter server").
@@ -105,8 +122,8 @@ class timeline {
   }
 
   /// Writes this rank's trace (all threads' events so far) and returns its file; stops
-  /// recording. Written again by a later call with what came since start. Throws io_error
-  /// when the file cannot be written.
+  /// recording. Written again by a later call with what came since start. Throws
+  /// output_error when the file cannot be written.
   std::filesystem::path write() {
     std::lock_guard lock(mutex_);
     if (!on()) return {};
@@ -132,15 +149,36 @@ class timeline {
       std::error_code ignored;  // a folder that cannot be made shows as the file that cannot be written
       std::filesystem::create_directories(file_.parent_path(), ignored);
     }
-    std::ofstream out(file_);
-    out << trace.dump() << '\n';
-    if (!out.flush())
-      throw usage_error("STRATA_TIMELINE: cannot write the timeline to \"" + file_.string() + "\"; check that its folder is "
-                     "writable");
+    // Written beside and renamed into place: a full disk leaves the last whole file (or
+    // none), never truncated JSON.
+    const std::filesystem::path partial = file_.string() + ".partial";
+    std::FILE* out = std::fopen(partial.c_str(), "wb");
+    const std::string text = trace.dump() + '\n';
+    const bool written = out && std::fwrite(text.data(), 1, text.size(), out) == text.size() && std::fflush(out) == 0;
+    const int why = errno;
+    if (out && std::fclose(out) != 0 && written) return fail(partial, errno);
+    if (!written) return fail(partial, why);
+    std::error_code ec;
+    std::filesystem::rename(partial, file_, ec);
+    if (ec) return fail(partial, ec.value());
     return file_;
   }
 
  private:
+  /// "out/", or a folder that exists: the timeline's files go inside.
+  static bool names_folder(const std::filesystem::path& path) {
+    std::error_code ec;
+    return path.string().ends_with('/') || std::filesystem::is_directory(path, ec);
+  }
+
+  /// A write that failed: nothing of it is left, and the reason is said.
+  std::filesystem::path fail(const std::filesystem::path& partial, int why) {
+    std::error_code ignored;
+    std::filesystem::remove(partial, ignored);
+    throw output_error("STRATA_TIMELINE: cannot write the timeline to \"" + file_.string() + "\" (" + std::strerror(why) +
+                       ")");
+  }
+
   struct buffer {
     std::mutex mutex;  // taken by its thread per event, and by write()
     std::string name;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -59,35 +60,36 @@ struct plan {
 /// Places shards one after another: each on the host holding the fewest bytes so far per
 /// rank on it and there on its rank holding the fewest (ties: the lower rank), or every one
 /// on rank 0 for the first server. `host_of_rank`: each rank's host (empty: one host). A
-/// shard costs a pass over the ranks, without allocating: the cost model places PS<1024>
-/// variables on 1024 ranks for every plan it scores.
+/// shard costs O(log ranks): the hosts are kept ordered by their load, and each host's ranks
+/// by theirs, for the cost model places PS<k> variables over up to a million ranks for every
+/// plan it scores (a pass over the ranks per shard made a prediction at 16384 ranks take
+/// minutes).
 class server_placement {
  public:
   server_placement(int ranks, server_assignment servers, std::span<const int> host_of_rank = {})
       : servers_(servers),
         hosts_(host_of_rank.empty() ? one_host(ranks) : number_hosts(host_of_rank)),
         bytes_per_rank_(static_cast<std::size_t>(ranks), 0),
-        bytes_per_host_(hosts_.ranks_on_host.size(), 0) {
+        bytes_per_host_(hosts_.ranks_on_host.size(), 0),
+        ranks_by_load_(hosts_.ranks_on_host.size()) {
     if (hosts_.host_of_rank.size() != bytes_per_rank_.size())
       throw usage_error(fmt::format("internal: shards placed over {} ranks were given the hosts of {}", ranks,
                                     host_of_rank.size()));
+    for (std::size_t r = 0; r < bytes_per_rank_.size(); ++r) ranks_by_load_[host_of(r)].insert({0, r});
+    for (std::size_t h = 0; h < bytes_per_host_.size(); ++h) hosts_by_load_.insert(key_of(h));
   }
 
   /// The rank the next shard, of `bytes`, goes to; its bytes are counted there.
   std::size_t place(std::size_t bytes) {
     std::size_t next = 0;
-    if (servers_ == server_assignment::least_loaded) {
-      const auto less_loaded = [&](std::size_t a, std::size_t b) {  // hosts' bytes per rank, crosswise
-        const std::size_t ha = host_of(a), hb = host_of(b);
-        const std::size_t load_a = bytes_per_host_[ha] * hosts_.ranks_on_host[hb];
-        const std::size_t load_b = bytes_per_host_[hb] * hosts_.ranks_on_host[ha];
-        return load_a != load_b ? load_a < load_b : bytes_per_rank_[a] < bytes_per_rank_[b];
-      };
-      for (std::size_t r = 1; r < bytes_per_rank_.size(); ++r)
-        if (less_loaded(r, next)) next = r;
-    }
+    if (servers_ == server_assignment::least_loaded) next = hosts_by_load_.begin()->best_rank;
+    const std::size_t h = host_of(next);
+    hosts_by_load_.erase(key_of(h));
+    ranks_by_load_[h].erase({bytes_per_rank_[next], next});
     bytes_per_rank_[next] += bytes;
-    bytes_per_host_[host_of(next)] += bytes;
+    bytes_per_host_[h] += bytes;
+    ranks_by_load_[h].insert({bytes_per_rank_[next], next});
+    hosts_by_load_.insert(key_of(h));
     return next;
   }
 
@@ -98,6 +100,21 @@ class server_placement {
   const std::vector<std::size_t>& ranks_on_host() const { return hosts_.ranks_on_host; }
 
  private:
+  /// A host's place in the order: its bytes per rank (compared crosswise, exactly), then its
+  /// least loaded rank's bytes and number.
+  struct host_key {
+    std::size_t bytes, ranks, best_bytes, best_rank;
+    friend bool operator<(const host_key& a, const host_key& b) {
+      const std::size_t load_a = a.bytes * b.ranks, load_b = b.bytes * a.ranks;
+      if (load_a != load_b) return load_a < load_b;
+      return std::pair(a.best_bytes, a.best_rank) < std::pair(b.best_bytes, b.best_rank);
+    }
+  };
+  host_key key_of(std::size_t h) const {
+    const auto& [best_bytes, best_rank] = *ranks_by_load_[h].begin();
+    return {bytes_per_host_[h], hosts_.ranks_on_host[h], best_bytes, best_rank};
+  }
+
   static host_numbering one_host(int ranks) {
     const auto n = static_cast<std::size_t>(ranks);
     return {std::vector<std::size_t>(n, 0), {n}};
@@ -106,6 +123,8 @@ class server_placement {
   server_assignment servers_;
   host_numbering hosts_;
   std::vector<std::size_t> bytes_per_rank_, bytes_per_host_;
+  std::vector<std::set<std::pair<std::size_t, std::size_t>>> ranks_by_load_;  // per host: (bytes, rank)
+  std::set<host_key> hosts_by_load_;
 };
 
 /// The plan of every PS variable among `variables` (the model's, in order) over `ranks`,
