@@ -3,6 +3,7 @@
 //   start-up     rank 1 stops before it constructs its executor: likewise;
 //   backward     rank 1 stops in the middle of its second backward pass, after one of its two
 //                gradients was marked ready (its bucket's all-reduce started): it is named;
+//   checkpoint   rank 1 stops instead of saving a checkpoint with the others: it is named;
 //   asp          3 ranks under ASP with a 1 MiB PS<1> variable (replies far above MPI's eager
 //                size); rank 0 stops rank 2 (SIGSTOP) for 6 s while training on: the others
 //                must keep updating (ASP waits for nobody), and the job ends well;
@@ -12,9 +13,11 @@
 //                reports it and the job ends without a crash at shutdown.
 // In the failing modes the job must end (mpirun exits non-zero) well before a stalled rank
 // would wake up.
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -45,6 +48,12 @@ int stop_in(mpi::context& ctx, std::string_view mode) {
   if (mode == "start-up" && ctx.rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(60));
   auto exec = make_executor(ctx, m, optim::sgd{}, options);
   exec.step();
+  if (mode == "checkpoint") {
+    if (ctx.rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(60));  // stalls
+    exec.save_checkpoint(ckpt::store(std::filesystem::temp_directory_path() /
+                                     ("strata_stalled_checkpoint." + std::to_string(::getppid()))));
+    return 0;
+  }
   if (mode == "backward") {
     exec.grad_ready(variable_id{1});  // fc.bias: its bucket's all-reduce starts
     if (ctx.rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(60));  // stalls before fc.weight

@@ -6,9 +6,12 @@
 // (within a host, across hosts) that carry those costs to other worlds. It is refused where
 // it does not describe the run: another world size, another host layout, another backend.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <ios>
 #include <numeric>
 #include <optional>
 #include <span>
@@ -420,7 +423,8 @@ inline std::string describe(const calibration& c) {
 inline void save(const calibration& c, const std::filesystem::path& file) {
   std::ofstream out(file);
   out << nlohmann::json(c).dump(2) << '\n';
-  if (!out.flush()) throw usage_error(fmt::format("cannot write the calibration to \"{}\"", file.string()));
+  if (!out.flush())
+    throw output_error(fmt::format("cannot write the calibration to \"{}\" ({})", file.string(), std::strerror(errno)));
 }
 
 /// Reads a calibration from `file`; usage_error naming the file when it is missing, a
@@ -442,6 +446,10 @@ inline calibration load(const std::filesystem::path& file) {
   } catch (const nlohmann::json::exception&) {  // a number beyond a double's range
     throw usage_error(fmt::format("the calibration \"{}\" holds a number out of range; recalibrate with strata-calibrate",
                                   file.string()));
+  } catch (const std::ios_base::failure&) {  // the file system's read failed (EIO)
+    throw usage_error(fmt::format("cannot read the calibration \"{}\" ({}); give a readable copy, or recalibrate with "
+                                  "strata-calibrate",
+                                  file.string(), std::strerror(errno)));
   }
   try {
     return json.get<calibration>();
