@@ -219,13 +219,29 @@ std::string blamed_ranks(Context& context, std::span<const int> ranks, std::stri
     for (int w : e.via)
       if (std::ranges::find(at->second, w) == at->second.end()) at->second.push_back(w);
   }
+  // The ranks that wait for nobody in one clause, as before chains: "ranks 2, 3 did not reach
+  // this step" (a mesh: "rank 2 (dp=…), rank 3 (dp=…) did not …"); then each chain's end.
+  std::vector<int> alone;
+  for (const auto& [rank, via] : ends)
+    if (via.empty()) alone.push_back(rank);
   std::vector<std::string> parts;
+  if (!alone.empty()) {
+    std::string names;
+    if constexpr (requires { context.describe_job_rank(0); }) {
+      std::vector<std::string> described;
+      for (int r : alone) described.push_back(describe_job_rank(context, r));
+      names = fmt::format("{}", fmt::join(described, ", "));
+    } else {
+      names = fmt::format("rank{} {}", alone.size() > 1 ? "s" : "", fmt::join(alone, ", "));
+    }
+    parts.push_back(fmt::format("{} did not {}", names, verb));
+  }
   for (const auto& [rank, via] : ends) {
+    if (via.empty()) continue;
     std::vector<std::string> waiting;
     for (int w : via) waiting.push_back(describe_job_rank(context, w));
-    parts.push_back(via.empty() ? fmt::format("{} did not {}", describe_job_rank(context, rank), verb)
-                                : fmt::format("{} did not {}; {} wait{} for it", describe_job_rank(context, rank), verb,
-                                              fmt::join(waiting, " and "), via.size() == 1 ? "s" : ""));
+    parts.push_back(fmt::format("{} did not {}; {} wait{} for it", describe_job_rank(context, rank), verb,
+                                fmt::join(waiting, " and "), via.size() == 1 ? "s" : ""));
   }
   return fmt::format("{}", fmt::join(parts, "; "));
 }
