@@ -260,7 +260,7 @@ class driver {
   /// only until the deadline; then names the stage that did not send it and ends the job.
   void receive(buffer& into, int from, int tag, const work& w) {
     if constexpr (Probing<comm_type>)
-      bounded_wait(from, [&] { return comm().iprobe(from, tag); }, [&] { give_up(from, w, "did not send it"); });
+      bounded_wait(from, [&] { return comm().iprobe(from, tag); }, [&] { give_up(from, w, direction::receiving); });
     auto request = comm().irecv(view(into), from, tag);
     comm().wait(request);
   }
@@ -276,22 +276,23 @@ class driver {
   /// Waits for a send to be taken, within the deadline where the backend can test.
   void wait_sent(pending_send& s) {
     if constexpr (Testable<comm_type>)
-      bounded_wait(s.to, [&] { return comm().test(s.request); }, [&] { give_up(s.to, s.w, "did not take it"); });
+      bounded_wait(s.to, [&] { return comm().test(s.request); }, [&] { give_up(s.to, s.w, direction::sending); });
     else comm().wait(s.request);
   }
 
+  enum class direction { receiving, sending };
   /// Names the stage that did not send (or take) a message, and, where that stage itself
   /// waits for a rank (a tensor partner, say), the rank at the end of the waits.
-  [[noreturn]] void give_up(int peer, const work& w, std::string_view what_it_did_not) {
+  [[noreturn]] void give_up(int peer, const work& w, direction d) {
     const auto end = wait_chains(job_control(*group_)).at_end_of(job_rank(*group_, peer));
-    const bool received = what_it_did_not == "did not send it";
+    const bool received = d == direction::receiving;
     const std::string message = fmt::format(
         "strata ({}): no progress for {:.1f} s: in run {} of the pipeline, the {} of micro-batch {} waited for {} {} "
         "{}, which {} ({}). Raise pipeline::driver_options::timeout or STRATA_TIMEOUT_SECONDS if the stages are only "
         "slow",
         options_.describe(stage()), options_.timeout.count(), runs_, w.kind == pass::forward ? "forward" : "backward",
         w.micro_batch, w.kind == pass::forward ? "the activation" : "the gradient", received ? "from" : "it sent to",
-        options_.describe(peer), what_it_did_not,
+        options_.describe(peer), received ? "did not send it" : "did not take it",
         end.via.empty() ? std::string("stopped, or too slow")
                         : fmt::format("it waits for {}, which is stopped or too slow", describe_job_rank(*group_, end.rank)));
     abort_after_deadline(*group_, message);

@@ -183,20 +183,22 @@ class communicator {
   template <class T>
     requires std::is_trivially_copyable_v<T>
   void allgather(std::span<const T> mine, std::span<T> all) {
-    if (all.size() != mine.size() * static_cast<std::size_t>(size_))
-      throw comm_error(fmt::format("rank {}: allgather of {} elements from each of {} ranks into {} elements", rank_,
-                                   mine.size(), size_, all.size()));
-    const int bytes = count(mine.size_bytes());
+    const int bytes = gathered_bytes(mine.size_bytes(), mine.size(), all.size(), "allgather");
     check(MPI_Allgather(mine.data(), bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, comm_), "MPI_Allgather", rank_);
+  }
+  /// Each rank's bytes in an all-gather of `mine` elements into `all`; comm_error unless
+  /// `all` holds exactly every rank's block.
+  int gathered_bytes(std::size_t bytes, std::size_t mine, std::size_t all, std::string_view call) const {
+    if (all != mine * static_cast<std::size_t>(size_))
+      throw comm_error(fmt::format("rank {}: {} of {} elements from each of {} ranks into {} elements", rank_, call, mine,
+                                   size_, all));
+    return count(bytes);
   }
   /// allgather that returns at once: `mine` and `all` stay untouched until the request ends.
   template <class T>
     requires std::is_trivially_copyable_v<T>
   request iallgather(std::span<const T> mine, std::span<T> all) {
-    if (all.size() != mine.size() * static_cast<std::size_t>(size_))
-      throw comm_error(fmt::format("rank {}: iallgather of {} elements from each of {} ranks into {} elements", rank_,
-                                   mine.size(), size_, all.size()));
-    const int bytes = count(mine.size_bytes());
+    const int bytes = gathered_bytes(mine.size_bytes(), mine.size(), all.size(), "iallgather");
     request r;
     check(MPI_Iallgather(mine.data(), bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, comm_, &r.handle), "MPI_Iallgather",
           rank_);
