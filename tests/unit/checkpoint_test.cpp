@@ -2,6 +2,7 @@
 // resumption, resharding between world sizes, keeping the last K, and falling back to the
 // previous checkpoint when the newest is corrupted.
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -251,6 +252,26 @@ TEST_CASE("a diverged model is not saved: every rank refuses, naming the tensor 
   CHECK_THAT(messages[1], Catch::Contains("\"fc.bias\" holds NaN or infinite values (the model diverged"));
   CHECK_THAT(messages[0], Catch::Contains("the state on rank 1 holds NaN or infinite values"));
   CHECK_THAT(messages[0], Catch::Contains("not saving checkpoint") && Catch::Contains("of update 1"));
+  CHECK(store.committed_steps().empty());
+}
+
+TEST_CASE("a rank missing at a save is named by the others within the deadline, and nothing is committed",
+          "[checkpoint][timeout]") {
+  temporary_folder folder;
+  const ckpt::store store(folder.path);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(loopback::run(3,
+                                  [&](loopback::context& ctx) {
+                                    replica r;
+                                    executor_options options = small_buckets();
+                                    options.timeout = std::chrono::milliseconds(300);
+                                    auto exec = make_executor(ctx, r.m, optim::sgd{.lr = 0.1f}, options);
+                                    r.backward(ctx.rank(), 1);
+                                    exec.step();
+                                    if (ctx.rank() != 1) exec.save_checkpoint(store);  // rank 1 stops before the save
+                                  }),
+                    Catch::Contains("step-000000000001") && Catch::Contains("rank 1 did not reach this step"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
   CHECK(store.committed_steps().empty());
 }
 
