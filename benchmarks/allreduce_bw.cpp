@@ -32,7 +32,6 @@ double bus_gbps(std::size_t bytes, double seconds, int ranks) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  strata::mpi::context ctx(argc, argv);
   bool quick = false;
   constexpr strata::sync::allreduce_options defaults{};
   std::size_t min_bytes = std::size_t{4} << 10, max_bytes = std::size_t{128} << 20;
@@ -65,7 +64,7 @@ int main(int argc, char** argv) {
                    "hierarchical: pieces the ring between nodes sums while the rings within work on others (0: one)");
   examples::number(app, "--versus-piece-kib", versus_piece_kib, std::size_t{0}, std::size_t{1} << 21,
                    "hierarchical: also time pieces of this size, alternated with --piece-kib's (0: no)");
-  return examples::parse_and_run(ctx, app, argc, argv, "allreduce_bw", [&] {
+  return examples::parse_and_run(app, argc, argv, "allreduce_bw", [&](strata::mpi::context& ctx) {
     if (min_bytes > max_bytes)
       throw examples::flag_error("--min-bytes", fmt::format("{} is above --max-bytes {}", min_bytes, max_bytes));
     if (quick) {

@@ -261,7 +261,6 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  mpi::context ctx(argc, argv);
   bool quick = false;
   int rounds = 7;
   int trials = 3;
@@ -291,7 +290,7 @@ int main(int argc, char** argv) {
                  "plan and predict with this calibration (strata-calibrate --output) instead of calibrating first");
   app.add_flag("--predict-only", predict_only,
                "print the plans and their predictions, here and at scale; measure nothing");
-  return examples::parse_and_run(ctx, app, argc, argv, "auto_strategy", [&] {
+  return examples::parse_and_run(app, argc, argv, "auto_strategy", [&](strata::mpi::context& ctx) {
     if (quick) {  // the smallest workload, once: the smoke test of the whole path
       rounds = 1;
       if (only.empty()) only = {"ctr"};
@@ -351,7 +350,7 @@ int main(int argc, char** argv) {
       auto measure = [&](std::size_t k, int steps) {
         steps = std::max(steps, static_cast<int>(std::min(25.0, 20e-3 / std::max(trained[k].predicted_s, 1e-4))));
         trained[k].start(ctx, w, data, plans[k].servers);
-        const double seconds = plan::slowest_rank_median(ctx.control(), steps, [&] { trained[k].step(); });
+        const double seconds = plan::slowest_rank_median(ctx, steps, [&] { trained[k].step(); });
         trained[k].stop();
         return seconds;
       };

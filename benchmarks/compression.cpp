@@ -26,7 +26,7 @@
 
 #include "measure.hpp"
 #include "model_shapes.hpp"
-#include "../examples/common/cli.hpp"
+#include "../examples/common/rank_main.hpp"
 
 namespace {
 
@@ -128,7 +128,6 @@ void run_model(mpi::context& ctx, const std::string& model_name, int rounds, con
 }  // namespace
 
 int main(int argc, char** argv) {
-  mpi::context ctx(argc, argv);
   bool quick = false;
   int rounds = 5;
   std::vector<std::string> models = {"resnet50", "vgg16"};
@@ -143,13 +142,15 @@ int main(int argc, char** argv) {
   app.add_option("--codecs", codecs, "the codecs timed against fp32 (default: all)")
       ->check(CLI::IsMember(compressed_codecs))
       ->delimiter(',');
-  if (const auto status = examples::parse(app, argc, argv, "compression", ctx.rank())) return *status;
-  if (quick) {
-    models = {"resnet50"};
-    rounds = 2;
-  }
-  for (const auto& m : models) {
-    if (algorithm == "ring") run_model<Ring>(ctx, m, rounds, codecs, "Ring");
-    else run_model<Hierarchical>(ctx, m, rounds, codecs, "Hierarchical");
-  }
+  return examples::parse_and_run(app, argc, argv, "compression", [&](strata::mpi::context& ctx) {
+    if (quick) {
+      models = {"resnet50"};
+      rounds = 2;
+    }
+    for (const auto& m : models) {
+      if (algorithm == "ring") run_model<Ring>(ctx, m, rounds, codecs, "Ring");
+      else run_model<Hierarchical>(ctx, m, rounds, codecs, "Hierarchical");
+    }
+    return 0;
+  });
 }

@@ -29,7 +29,7 @@
 #include <strata/strata.hpp>
 
 #include "measure.hpp"
-#include "../examples/common/cli.hpp"
+#include "../examples/common/rank_main.hpp"
 
 namespace {
 
@@ -82,7 +82,6 @@ double busiest_link_rows(C& comm, const std::vector<double>& remote, bool one_ho
 
 int main(int argc, char** argv) {
   using namespace strata;
-  mpi::context ctx(argc, argv);
   bool quick = false;
   int rounds = 7, steps = 10;
   std::size_t rows = 1'000'000, width = 64, draws = 12'000;
@@ -96,112 +95,114 @@ int main(int argc, char** argv) {
   examples::number(app, "--draws", draws, std::size_t{1}, std::size_t{10'000'000},
                    "ids drawn per rank and step (Zipf; repeats are combined)");
   examples::number(app, "--zipf", exponent, 0.01, 10.0, "Zipf exponent of the ids");
-  if (const auto status = examples::parse(app, argc, argv, "sparse_sync", ctx.rank())) return *status;
-  if (rows * width > (std::size_t{1} << 30)) {  // 4 GiB of float32 per table, and two tables
-    if (ctx.rank() == 0)
-      fmt::print(stderr, "sparse_sync: --rows {} x --width {} is {} elements; at most 2^30 (a 4 GiB table) are allowed\n",
-                 rows, width, rows * width);
-    return strata::exit_usage;
-  }
-  if (quick) {
-    rounds = 2;
-    steps = 2;
-    rows = 20'000;
-    draws = 300;
-  }
+  return examples::parse_and_run(app, argc, argv, "sparse_sync", [&](strata::mpi::context& ctx) {
+    if (rows * width > (std::size_t{1} << 30)) {  // 4 GiB of float32 per table, and two tables
+      if (ctx.rank() == 0)
+        fmt::print(stderr, "sparse_sync: --rows {} x --width {} is {} elements; at most 2^30 (a 4 GiB table) are allowed\n",
+                   rows, width, rows * width);
+      return static_cast<int>(strata::exit_usage);
+    }
+    if (quick) {
+      rounds = 2;
+      steps = 2;
+      rows = 20'000;
+      draws = 300;
+    }
 
-  // The sparse table on the parameter server, 4 row shards placed by the plan.
-  using Sparse = Strategy<PS<4>, Partition<0>, SparseRows>;
-  strata::host_vector<float> table(rows * width, 0.01f);
-  auto sparse_model = make_model(variable<Sparse>("embedding", table, {}, {rows, width}));
-  auto ps = make_executor(ctx, sparse_model, optim::sgd{.lr = 0.01f});
+    // The sparse table on the parameter server, 4 row shards placed by the plan.
+    using Sparse = Strategy<PS<4>, Partition<0>, SparseRows>;
+    strata::host_vector<float> table(rows * width, 0.01f);
+    auto sparse_model = make_model(variable<Sparse>("embedding", table, {}, {rows, width}));
+    auto ps = make_executor(ctx, sparse_model, optim::sgd{.lr = 0.01f});
 
-  // The same table replicated, its whole gradient all-reduced every step.
-  using Dense = Strategy<AllReduce<Ring>>;
-  strata::host_vector<float> replica(rows * width, 0.01f), dense_grad(rows * width, 0.0f);
-  auto dense_model = make_model(variable<Dense>("embedding", replica, dense_grad, {rows, width}));
-  auto dense = make_executor(ctx, dense_model, bench::no_update{});
+    // The same table replicated, its whole gradient all-reduced every step.
+    using Dense = Strategy<AllReduce<Ring>>;
+    strata::host_vector<float> replica(rows * width, 0.01f), dense_grad(rows * width, 0.0f);
+    auto dense_model = make_model(variable<Dense>("embedding", replica, dense_grad, {rows, width}));
+    auto dense = make_executor(ctx, dense_model, bench::no_update{});
 
-  // The same table replicated, only the touched rows all-gathered.
-  using Gathered = Strategy<AllReduce<Ring>, SparseRows>;
-  strata::host_vector<float> gathered_replica(rows * width, 0.01f);
-  auto gathered_model = make_model(variable<Gathered>("embedding", gathered_replica, {}, {rows, width}));
-  auto gathered = make_executor(ctx, gathered_model, bench::no_update{});
+    // The same table replicated, only the touched rows all-gathered.
+    using Gathered = Strategy<AllReduce<Ring>, SparseRows>;
+    strata::host_vector<float> gathered_replica(rows * width, 0.01f);
+    auto gathered_model = make_model(variable<Gathered>("embedding", gathered_replica, {}, {rows, width}));
+    auto gathered = make_executor(ctx, gathered_model, bench::no_update{});
 
-  // The batches are drawn before timing: drawing Zipf ids is the data loader's work.
-  const zipf ids(rows, exponent);
-  std::mt19937_64 engine(17 + static_cast<std::uint64_t>(ctx.rank()));
-  const std::size_t steps_taken = static_cast<std::size_t>(rounds) * static_cast<std::size_t>(steps) + 2;  // + warm-up
-  std::vector<std::vector<std::uint32_t>> batches(steps_taken, std::vector<std::uint32_t>(draws));
-  // Rows per step, and of them those whose server is across a link: by the ends of the links,
-  // hosts, or where the job has one host, ranks (the measured link joins two of them).
-  const sync::ps::variable_plan& placed = ps.parameter_server_plan()->variables[0];
-  const std::vector<int> hosts = host_of_each_rank(ctx.control());
-  const host_numbering numbered = number_hosts(hosts);
-  const bool one_host = numbered.ranks_on_host.size() <= 1;
-  const auto end_of_link = [&](int rank) {
-    const auto r = static_cast<std::size_t>(rank);
-    return one_host ? r : numbered.host_of_rank[r];
-  };
-  const std::size_t mine = end_of_link(ctx.rank());
-  std::vector<double> remote(one_host ? static_cast<std::size_t>(ctx.size()) : numbered.ranks_on_host.size(), 0.0);
-  double touched = 0.0;
-  for (auto& batch : batches) {
-    for (auto& id : batch) id = ids(engine);
-    std::vector<std::uint32_t> unique = batch;
-    std::ranges::sort(unique);
-    unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
-    touched += static_cast<double>(unique.size()) / static_cast<double>(batches.size());
-    for (const std::uint32_t row : unique)
-      if (const std::size_t there = end_of_link(placed.shards[placed.shard_of_row(row)].host); there != mine)
-        remote[there] += 1.0 / static_cast<double>(batches.size());
-  }
-  std::vector<float> gradient_rows(draws * width, 0.001f);
-  // A PS step pushes the batch's gradient rows, then fetches the rows of the next batch: as
-  // fresh as BSP requires, so once every rank's push is applied. A measured step thus ends
-  // with nothing of it in flight (step() returns once the pushes are posted).
-  std::size_t next_ps = 0, next_gathered = 0;
-  auto sparse_step = [&] {
-    ps.sparse_gradient(variable_id{0}, batches[next_ps++ % batches.size()], gradient_rows);
-    ps.step();
-    ps.pull(variable_id{0}, batches[next_ps % batches.size()]);
-  };
-  auto gathered_step = [&] {
-    gathered.sparse_gradient(variable_id{0}, batches[next_gathered++ % batches.size()], gradient_rows);
-    gathered.step();
-  };
-  auto dense_step = [&] { dense.step(); };
+    // The batches are drawn before timing: drawing Zipf ids is the data loader's work.
+    const zipf ids(rows, exponent);
+    std::mt19937_64 engine(17 + static_cast<std::uint64_t>(ctx.rank()));
+    const std::size_t steps_taken = static_cast<std::size_t>(rounds) * static_cast<std::size_t>(steps) + 2;  // + warm-up
+    std::vector<std::vector<std::uint32_t>> batches(steps_taken, std::vector<std::uint32_t>(draws));
+    // Rows per step, and of them those whose server is across a link: by the ends of the links,
+    // hosts, or where the job has one host, ranks (the measured link joins two of them).
+    const sync::ps::variable_plan& placed = ps.parameter_server_plan()->variables[0];
+    const std::vector<int> hosts = host_of_each_rank(ctx.control());
+    const host_numbering numbered = number_hosts(hosts);
+    const bool one_host = numbered.ranks_on_host.size() <= 1;
+    const auto end_of_link = [&](int rank) {
+      const auto r = static_cast<std::size_t>(rank);
+      return one_host ? r : numbered.host_of_rank[r];
+    };
+    const std::size_t mine = end_of_link(ctx.rank());
+    std::vector<double> remote(one_host ? static_cast<std::size_t>(ctx.size()) : numbered.ranks_on_host.size(), 0.0);
+    double touched = 0.0;
+    for (auto& batch : batches) {
+      for (auto& id : batch) id = ids(engine);
+      std::vector<std::uint32_t> unique = batch;
+      std::ranges::sort(unique);
+      unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+      touched += static_cast<double>(unique.size()) / static_cast<double>(batches.size());
+      for (const std::uint32_t row : unique)
+        if (const std::size_t there = end_of_link(placed.shards[placed.shard_of_row(row)].host); there != mine)
+          remote[there] += 1.0 / static_cast<double>(batches.size());
+    }
+    std::vector<float> gradient_rows(draws * width, 0.001f);
+    // A PS step pushes the batch's gradient rows, then fetches the rows of the next batch: as
+    // fresh as BSP requires, so once every rank's push is applied. A measured step thus ends
+    // with nothing of it in flight (step() returns once the pushes are posted).
+    std::size_t next_ps = 0, next_gathered = 0;
+    auto sparse_step = [&] {
+      ps.sparse_gradient(variable_id{0}, batches[next_ps++ % batches.size()], gradient_rows);
+      ps.step();
+      ps.pull(variable_id{0}, batches[next_ps % batches.size()]);
+    };
+    auto gathered_step = [&] {
+      gathered.sparse_gradient(variable_id{0}, batches[next_gathered++ % batches.size()], gradient_rows);
+      gathered.step();
+    };
+    auto dense_step = [&] { dense.step(); };
 
-  std::vector<bench::contender> contenders = {
-      {"strata sparse PS", sparse_step}, {"sparse all-gather", gathered_step}, {"dense all-reduce", dense_step}};
-  bench::interleave(contenders, rounds, steps, [&] { ctx.control().barrier(); });
-  const double ps_ms = 1e3 * bench::median(contenders[0].seconds), gathered_ms = 1e3 * bench::median(contenders[1].seconds),
-               dense_ms = 1e3 * bench::median(contenders[2].seconds);
-  const plan::link_partners partners = plan::partners_of_rank0(hosts);
-  const int link_peer = one_host ? partners.same_host : partners.other_host;
-  const double link_bytes_per_s =
-      ctx.size() > 1 ? plan::measure_link(ctx.control(), 0, link_peer, 5).bytes_per_s : INFINITY;
-  const double row_bytes = static_cast<double>(width * sizeof(float) + sizeof(std::uint32_t));
-  const double remote_rows = busiest_link_rows(ctx.control(), remote, one_host, numbered);
-  const double ps_bytes = 2.0 * touched * row_bytes, remote_bytes = 2.0 * remote_rows * row_bytes;
-  const double wire_ms = 1e3 * ps_bytes / link_bytes_per_s, remote_wire_ms = 1e3 * remote_bytes / link_bytes_per_s;
-  if (ctx.rank() == 0) {
-    fmt::print("embedding {} x {} fp32 ({:.0f} MiB); {} ranks; {} Zipf({}) ids per rank and step touch {:.0f} rows ({:.2f}%); "
-               "medians of {} rounds of {} steps\n",
-               rows, width, static_cast<double>(rows * width * 4) / (1 << 20), ctx.size(), draws, exponent, touched,
-               100.0 * touched / static_cast<double>(rows), rounds, steps);
-    for (const auto& c : contenders) fmt::print("  {:<20} {:9.2f} ms\n", c.name, 1e3 * bench::median(c.seconds));
-    fmt::print("point to point {:.2f} GB/s (ranks 0 and {}{}): the PS step's {:.2f} MB need {:.3f} ms on the wire; the "
-               "{:.2f} MB {} {:.3f} ms\n",
-               link_bytes_per_s / 1e9, link_peer, one_host ? ", one host" : ", across hosts", ps_bytes / 1e6, wire_ms,
-               remote_bytes / 1e6,
-               one_host ? "the busiest rank sends to and gets from other ranks' servers"
-                        : "the busiest host's link carries each way, pushes then replies",
-               remote_wire_ms);
-    fmt::print("summary: ranks={} rows={} width={} touched_fraction={:.4f} sparse_ps_ms={:.2f} sparse_allgather_ms={:.2f} "
-               "dense_allreduce_ms={:.2f} speedup={:.1f} (target >= 20) allgather_speedup={:.1f} ps_wire_ms={:.3f} "
-               "ps_wire_fraction={:.2f} (target >= 0.5) ps_remote_wire_fraction={:.2f}\n",
-               ctx.size(), rows, width, touched / static_cast<double>(rows), ps_ms, gathered_ms, dense_ms, dense_ms / ps_ms,
-               dense_ms / gathered_ms, wire_ms, wire_ms / ps_ms, remote_wire_ms / ps_ms);
-  }
+    std::vector<bench::contender> contenders = {
+        {"strata sparse PS", sparse_step}, {"sparse all-gather", gathered_step}, {"dense all-reduce", dense_step}};
+    bench::interleave(contenders, rounds, steps, [&] { ctx.control().barrier(); });
+    const double ps_ms = 1e3 * bench::median(contenders[0].seconds), gathered_ms = 1e3 * bench::median(contenders[1].seconds),
+                 dense_ms = 1e3 * bench::median(contenders[2].seconds);
+    const plan::link_partners partners = plan::partners_of_rank0(hosts);
+    const int link_peer = one_host ? partners.same_host : partners.other_host;
+    const double link_bytes_per_s =
+        ctx.size() > 1 ? plan::measure_link(ctx, 0, link_peer, 5).bytes_per_s : INFINITY;
+    const double row_bytes = static_cast<double>(width * sizeof(float) + sizeof(std::uint32_t));
+    const double remote_rows = busiest_link_rows(ctx.control(), remote, one_host, numbered);
+    const double ps_bytes = 2.0 * touched * row_bytes, remote_bytes = 2.0 * remote_rows * row_bytes;
+    const double wire_ms = 1e3 * ps_bytes / link_bytes_per_s, remote_wire_ms = 1e3 * remote_bytes / link_bytes_per_s;
+    if (ctx.rank() == 0) {
+      fmt::print("embedding {} x {} fp32 ({:.0f} MiB); {} ranks; {} Zipf({}) ids per rank and step touch {:.0f} rows ({:.2f}%); "
+                 "medians of {} rounds of {} steps\n",
+                 rows, width, static_cast<double>(rows * width * 4) / (1 << 20), ctx.size(), draws, exponent, touched,
+                 100.0 * touched / static_cast<double>(rows), rounds, steps);
+      for (const auto& c : contenders) fmt::print("  {:<20} {:9.2f} ms\n", c.name, 1e3 * bench::median(c.seconds));
+      fmt::print("point to point {:.2f} GB/s (ranks 0 and {}{}): the PS step's {:.2f} MB need {:.3f} ms on the wire; the "
+                 "{:.2f} MB {} {:.3f} ms\n",
+                 link_bytes_per_s / 1e9, link_peer, one_host ? ", one host" : ", across hosts", ps_bytes / 1e6, wire_ms,
+                 remote_bytes / 1e6,
+                 one_host ? "the busiest rank sends to and gets from other ranks' servers"
+                          : "the busiest host's link carries each way, pushes then replies",
+                 remote_wire_ms);
+      fmt::print("summary: ranks={} rows={} width={} touched_fraction={:.4f} sparse_ps_ms={:.2f} sparse_allgather_ms={:.2f} "
+                 "dense_allreduce_ms={:.2f} speedup={:.1f} (target >= 20) allgather_speedup={:.1f} ps_wire_ms={:.3f} "
+                 "ps_wire_fraction={:.2f} (target >= 0.5) ps_remote_wire_fraction={:.2f}\n",
+                 ctx.size(), rows, width, touched / static_cast<double>(rows), ps_ms, gathered_ms, dense_ms, dense_ms / ps_ms,
+                 dense_ms / gathered_ms, wire_ms, wire_ms / ps_ms, remote_wire_ms / ps_ms);
+    }
+    return 0;
+  });
 }

@@ -12,11 +12,10 @@
 #include <strata/plan/calibrate.hpp>
 #include <strata/strata.hpp>
 
-#include "../examples/common/cli.hpp"
+#include "../examples/common/rank_main.hpp"
 
 int main(int argc, char** argv) {
   using namespace strata;
-  mpi::context ctx(argc, argv);
   std::string output, check;
   bool quick = false;
   plan::calibrate_options options;
@@ -26,34 +25,35 @@ int main(int argc, char** argv) {
       ->excludes(out);
   app.add_flag("--quick", quick, "small sizes and few repeats (a smoke test; the numbers are rough)");
   examples::number(app, "--repeats", options.repeats, 1, 1000, "timed steps per size (medians count)");
-  if (const auto status = examples::parse(app, argc, argv, "strata-calibrate", ctx.rank())) return *status;
-  if (output.empty() == check.empty()) {
-    if (ctx.rank() == 0) std::fputs("strata-calibrate: give --output FILE or --check FILE\n", stderr);
-    return static_cast<int>(exit_usage);
-  }
-  try {
-    // Measuring takes a while: the output is checked first.
-    if (!output.empty()) require_writable_file(output, "--output");
-    if (!check.empty()) {
-      plan::load_or_calibrate(ctx, check);  // refuses a calibration of another job
-      if (ctx.rank() == 0) fmt::print("{} describes this job ({} ranks)\n", check, ctx.size());
-      return 0;
+  return examples::parse_and_run(app, argc, argv, "strata-calibrate", [&](strata::mpi::context& ctx) {
+    if (output.empty() == check.empty()) {
+      if (ctx.rank() == 0) std::fputs("strata-calibrate: give --output FILE or --check FILE\n", stderr);
+      return static_cast<int>(exit_usage);
     }
-    if (quick) {
-      options.repeats = 2;
-      options.allreduce_bytes = {16 << 10, 1 << 20};
-      options.parameter_server_bytes = {16 << 10, 256 << 10};
-      options.sparse_rows_touched = {64, 1024};
+    try {
+      // Measuring takes a while: the output is checked first.
+      if (!output.empty()) require_writable_file(output, "--output");
+      if (!check.empty()) {
+        plan::load_or_calibrate(ctx, check);  // refuses a calibration of another job
+        if (ctx.rank() == 0) fmt::print("{} describes this job ({} ranks)\n", check, ctx.size());
+        return 0;
+      }
+      if (quick) {
+        options.repeats = 2;
+        options.allreduce_bytes = {16 << 10, 1 << 20};
+        options.parameter_server_bytes = {16 << 10, 256 << 10};
+        options.sparse_rows_touched = {64, 1024};
+      }
+      if (ctx.rank() == 0) options.progress = [](const std::string& what) { fmt::print("measuring {}\n", what), std::fflush(stdout); };
+      const plan::calibration c = plan::calibrate(ctx, options);
+      if (ctx.rank() == 0) {
+        plan::save(c, output);
+        fmt::print("{}written to {}\n", plan::describe(c), output);
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "strata-calibrate: rank %d: %s\n", ctx.rank(), e.what());
+      return static_cast<int>(exit_status_of(e));
     }
-    if (ctx.rank() == 0) options.progress = [](const std::string& what) { fmt::print("measuring {}\n", what), std::fflush(stdout); };
-    const plan::calibration c = plan::calibrate(ctx, options);
-    if (ctx.rank() == 0) {
-      plan::save(c, output);
-      fmt::print("{}written to {}\n", plan::describe(c), output);
-    }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "strata-calibrate: rank %d: %s\n", ctx.rank(), e.what());
-    return static_cast<int>(exit_status_of(e));
-  }
-  return 0;
+    return 0;
+  });
 }

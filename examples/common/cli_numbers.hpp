@@ -92,11 +92,25 @@ inline CLI::Option* boolean(CLI::App& app, const std::string& name, bool& value,
           "true|false"));
 }
 
-/// Parses the command line (on every rank: each needs the values). On a parse error rank 0
+/// This process's rank as its launcher numbered it (mpirun, srun, a PMI or PMIx launcher), read
+/// from the environment before MPI starts; 0 outside a launcher.
+inline int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* text = std::getenv(name)) {
+      int rank = 0;
+      const std::string_view view(text);
+      if (std::from_chars(view.data(), view.data() + view.size(), rank).ec == std::errc()) return rank;
+    }
+  return 0;
+}
+
+/// Parses the command line (on every rank: each needs the values), before MPI starts, so that
+/// --help and a usage error cost no start-up of the job. On a parse error the launcher's rank 0
 /// alone prints one line naming the program, the flag, the value and what is allowed, so it
 /// appears once; returns the exit status to end with (0 after --help, or once the line is
 /// found good under STRATA_CHECK_FLAGS=1), or nullopt to go on.
-inline std::optional<int> parse(CLI::App& app, int argc, char** argv, std::string_view program, int rank = 0) {
+inline std::optional<int> parse(CLI::App& app, int argc, char** argv, std::string_view program) {
+  const int rank = launcher_rank();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

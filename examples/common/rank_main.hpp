@@ -1,8 +1,9 @@
 #pragma once
-// The end of an MPI example's main(), shared: parse the command line on every rank (rank 0
-// alone prints help and parse errors, so they appear once), then run the program, turning an
-// exception into one line naming the program and the rank, and an exit status that tells a
-// launcher whether a restart can help (strata/exit_status.hpp).
+// The end of an MPI example's main(), shared: parse the command line on every rank before MPI
+// starts (the launcher's rank 0 alone prints help and parse errors, so they appear once), then
+// start MPI and run the program, turning an exception into one line naming the program and the
+// rank, and an exit status that tells a launcher whether a restart can help
+// (strata/exit_status.hpp).
 #include <exception>
 #include <new>
 #include <string>
@@ -30,11 +31,15 @@ inline std::string given_options(const CLI::App& app) {
   return given.empty() ? std::string("the defaults") : fmt::format("{}", fmt::join(given, ", "));
 }
 
+/// Parses the command line, then starts MPI and runs `run(context)`. A bad command line ends
+/// the program before MPI starts; an exception from `run` ends it with one line and the
+/// status that tells a launcher whether a restart can help.
 template <class F>
-int parse_and_run(strata::mpi::context& ctx, CLI::App& app, int argc, char** argv, std::string_view program, F&& run) {
-  if (const auto status = parse(app, argc, argv, program, ctx.rank())) return *status;
+int parse_and_run(CLI::App& app, int& argc, char**& argv, std::string_view program, F&& run) {
+  if (const auto status = parse(app, argc, argv, program)) return *status;
+  strata::mpi::context ctx(argc, argv);
   try {
-    return run();
+    return run(ctx);
   } catch (const std::bad_alloc&) {
     // Memory the command line asks for, that this machine does not have: a restart would ask
     // again, so a usage error, naming what was asked.

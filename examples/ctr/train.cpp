@@ -95,7 +95,7 @@ std::string automatic_builder(strata::mpi::context& ctx, const options& o, const
   for (const char* name : {"parallax", "ps", "allreduce"})
     if (std::string_view(name) != "allreduce" || o.consistency == "bsp")
       with_builder(name, o.consistency, [&]<class B>(std::type_identity<B>) {
-        scored.push_back(plan::builder_plan<B>(name, variables, calibration, plan::this_job(ctx.control())));
+        scored.push_back(plan::builder_plan<B>(name, variables, calibration, plan::this_job(ctx)));
       });
   std::ranges::sort(scored, {}, &plan::scored_plan::predicted_s);
   if (ctx.rank() == 0) {
@@ -189,7 +189,6 @@ int train(strata::mpi::context& ctx, options o) {
 
 int main(int argc, char** argv) {
   examples::use_blas_single_threaded(argv);  // one core per rank: ranks are the parallelism
-  strata::mpi::context ctx(argc, argv);
   options o;
   CLI::App app{"Wide&Deep CTR model on synthetic data, trained over MPI ranks with strata"};
   examples::one_of(app, "--builder", o.builder, {"parallax", "ps", "allreduce", "auto"},
@@ -212,7 +211,7 @@ int main(int argc, char** argv) {
   examples::number(app, "--straggler-probability", o.run.straggler_probability, 0.0, 1.0,
                    "delay each rank's update with this probability (transient stragglers)");
   examples::number(app, "--straggler-factor", o.straggler_factor, 0.001, 1000.0, "a straggler's delay, in normal update times");
-  return examples::parse_and_run(ctx, app, argc, argv, "ctr_train", [&] {
+  return examples::parse_and_run(app, argc, argv, "ctr_train", [&](strata::mpi::context& ctx) {
     if (o.builder != "auto") examples::refuse_unused(app, {"--calibration", "--trials"}, "--builder auto");
     return train(ctx, o);
   });

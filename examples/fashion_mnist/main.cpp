@@ -148,14 +148,14 @@ double time_synchronization(strata::mpi::context& ctx, const options& o, int ste
   eo.buckets = buckets_of(o);
   eo.allreduce.ranks_per_node = o.ranks_per_node;
   auto exec = strata::make_executor(ctx, model, strata::optim::sgd{.lr = 0.0f}, eo);
-  return strata::plan::slowest_rank_median(ctx.control(), steps, [&] { exec.step(); });
+  return strata::plan::slowest_rank_median(ctx, steps, [&] { exec.step(); });
 }
 
 /// --strategy auto: the cost model's plan among the strategies this program was compiled
 /// with (one for the whole MLP), then trial runs of the best few; returns the fastest.
 std::string automatic_strategy(strata::mpi::context& ctx, const options& o) {
   namespace plan = strata::plan;
-  const plan::cluster job = plan::this_job(ctx.control());
+  const plan::cluster job = plan::this_job(ctx);
   if (o.calibration.empty() && ctx.rank() == 0)
     fmt::print("--strategy auto: calibrating (give --calibration FILE from strata-calibrate to skip this)\n");
   const plan::calibration calibration = plan::load_or_calibrate(ctx, o.calibration);
@@ -340,7 +340,6 @@ int train(strata::mpi::context& ctx, const options& o) {
 
 int main(int argc, char** argv) {
   examples::use_blas_single_threaded(argv);  // one core per rank: ranks are the parallelism
-  strata::mpi::context ctx(argc, argv);
   options o;
   CLI::App app{"Data-parallel Fashion-MNIST MLP with strata"};
   app.add_option("--data", o.data, "directory with the IDX .gz files");
@@ -382,7 +381,7 @@ int main(int argc, char** argv) {
                    "run); resume with --checkpoint-dir");
   examples::number(app, "--slow-down-ms", o.slow_down_ms, 0, 60'000,
                    "sleep after every update (to test recovery from a killed rank)");
-  return examples::parse_and_run(ctx, app, argc, argv, "fashion_mnist", [&] {
+  return examples::parse_and_run(app, argc, argv, "fashion_mnist", [&](strata::mpi::context& ctx) {
     // What the run will write, before it starts: not found unwritable after training.
     if (!o.save_params.empty()) strata::require_writable_file(o.save_params, "--save-params");
     if (!o.checkpoint_dir.empty()) strata::require_writable_folder(o.checkpoint_dir, "--checkpoint-dir");

@@ -181,7 +181,6 @@ int main(int argc, char** argv) {
   // One core per rank, as the twin asks: ranks are the parallelism. libtorch's CPU matrix
   // products run on OpenBLAS, whose own threads torch::set_num_threads does not limit.
   examples::use_blas_single_threaded(argv);
-  strata::mpi::context ctx(argc, argv);
   torch::set_num_threads(1);
   options o;
   CLI::App app{"Data-parallel Fashion-MNIST MLP in libtorch, synchronized by strata"};
@@ -198,7 +197,7 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
                  "resume from the newest checkpoint here (e.g. weights from strata-ckpt import), and save one at the end");
   examples::number(app, "--min-accuracy", o.min_accuracy, 0.0, 1.0, "exit non-zero below this test accuracy");
-  return examples::parse_and_run(ctx, app, argc, argv, "libtorch_fashion_mnist", [&] {
+  return examples::parse_and_run(app, argc, argv, "libtorch_fashion_mnist", [&](strata::mpi::context& ctx) {
     // What the run will write, before it starts: not found unwritable after training.
     if (!o.save_params.empty()) strata::require_writable_file(o.save_params, "--save-params");
     if (!o.checkpoint_dir.empty()) strata::require_writable_folder(o.checkpoint_dir, "--checkpoint-dir");

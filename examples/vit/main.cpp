@@ -282,7 +282,7 @@ double time_updates(strata::mpi::context& world, strata::mesh<Context>& grid, co
   const std::vector<std::size_t> order = shuffled(train_set.size(), o.seed, 1);
   const auto batch = static_cast<std::size_t>(o.global_batch);
   std::size_t s = 0;
-  return strata::plan::slowest_rank_median(world.control(), updates,
+  return strata::plan::slowest_rank_median(world, updates,
                                            [&] { t.update(train_set, std::span(order).subspan(s++ * batch, batch)); });
 }
 
@@ -297,7 +297,7 @@ std::string automatic_algorithm(strata::mpi::context& world, strata::mesh<Contex
   if (o.calibration.empty() && world.rank() == 0)
     fmt::print("--strategy auto: calibrating (give --calibration FILE from strata-calibrate to skip this)\n");
   const plan::calibration calibration = plan::load_or_calibrate(world, o.calibration);
-  const plan::cluster job = plan::this_job(world.control());
+  const plan::cluster job = plan::this_job(world);
   vit::model part(vit::config{.seed = o.seed}, grid.shape(), grid.coordinates());
   std::vector<plan::variable_profile> variables;
   for (const vit::parameter& p : part.parameters()) variables.push_back({p.name, p.shape});
@@ -357,7 +357,6 @@ double largest_difference(const std::vector<vit::parameter>& mine, const std::ve
 
 int main(int argc, char** argv) {
   examples::use_blas_single_threaded(argv);  // one core per rank: ranks are the parallelism
-  strata::mpi::context ctx(argc, argv);
   options o;
   CLI::App app{"A Vision Transformer on Fashion-MNIST, split over a mesh of data, tensor and pipeline groups"};
   app.add_option("--data", o.data, "folder of the Fashion-MNIST IDX files");
@@ -383,7 +382,7 @@ int main(int argc, char** argv) {
                    "the data groups' all-reduce (every variable), or auto: the cost model's choice, refined by trial runs");
   app.add_option("--calibration", o.calibration, "--strategy auto: this job's calibration (strata-calibrate --output)");
   examples::number(app, "--trials", o.trials, 0, 3, "--strategy auto: algorithms timed before the fastest is kept (0: the model alone)");
-  return examples::parse_and_run(ctx, app, argc, argv, "vit", [&] {
+  return examples::parse_and_run(app, argc, argv, "vit", [&](strata::mpi::context& ctx) {
     if (o.strategy != "auto") examples::refuse_unused(app, {"--calibration", "--trials"}, "--strategy auto");
     // What the run will write, before it starts: not found unwritable after training.
     if (!o.checkpoints.empty()) strata::require_writable_folder(o.checkpoints, "--checkpoints");

@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
-"""Every numeric flag of a program, at and past its range's edges, as overflow and as text.
+"""Every checked flag of a program, at and past its edges: numbers, choices and booleans.
 
     every_flag.py PROGRAM [NAME]
 
-Reads the program's --help, where every numeric flag shows its type and range
-("--batch INT:[1, 60000]"), and tries:
-  - every flag at its low edge, in one command line, and every flag at its high edge, in
-    another: each must be accepted (STRATA_CHECK_FLAGS=1 stops the program once its command
-    line is found good, so nothing runs);
-  - for each flag, just below the low edge and just above the high edge (unless the edge is
-    the type's limit), an overflowing number, and a word; for FLOAT also nan.
+Reads the program's --help, where every checked flag shows what it takes: a numeric type and
+range ("--batch INT:[1, 60000]"), a set of choices ("--builder TEXT:{parallax,ps}") or a
+boolean ("--overlap BOOLEAN:true|false"). It tries:
+  - every numeric flag at its low edge, the first choice of each choice flag and "true" for
+    each boolean, in one command line; the high edges, last choices and "false" in another;
+    every other choice in a line of its own: each must be accepted (STRATA_CHECK_FLAGS=1 stops
+    the program once its command line is found good, so nothing runs);
+  - for each numeric flag, just below the low edge and just above the high edge (unless the
+    edge is the type's limit), an overflowing number, and a word; for FLOAT also nan; for each
+    choice or boolean flag, a word that is none of its values.
 Each bad value must end the program with exit status 64 and one line on standard error
 that names the flag and the value, with nothing that looks like a crash. The table in
-bad_flags.txt holds the cases that need more than a range (contradicting flags, values the
-data cannot meet); this covers every range, so a flag added later is covered too.
+bad_flags.txt holds the cases that need more than this (contradicting flags, values the
+data cannot meet); this covers every checked flag, so a flag added later is covered too.
 """
 import concurrent.futures
 import os
@@ -23,17 +26,20 @@ import sys
 
 OPTION = re.compile(r"^\s+(?:-\w,)?(--[\w-]+)\s+(INT|UINT|FLOAT):\[([^,\]]+), ([^\]]+)\]")
 CRASH = re.compile(r"Segmentation|core dumped|Aborted|terminate called|double free|corrupted|std::bad_alloc")
+CHOICE = re.compile(r"^\s+(?:-\w,)?(--[\w-]+)\s+(?:TEXT|BOOLEAN):(?:\{([^}]+)\}|(true\|false))(?:\s|$)")
 LIMITS = {"INT": (-(2**63), 2**63 - 1), "UINT": (0, 2**64 - 1)}
 
 
-def numeric_options(program):
+def checked_options(program):
+    """The numeric flags as (flag, kind, low, high); the choice and boolean flags as (flag, values)."""
     out = subprocess.run([program, "--help"], capture_output=True, text=True, timeout=60)
-    options = []
+    numeric, choices = [], []
     for line in out.stdout.splitlines():
-        m = OPTION.match(line)
-        if m:
-            options.append((m.group(1), m.group(2), m.group(3).strip(), m.group(4).strip()))
-    return options
+        if m := OPTION.match(line):
+            numeric.append((m.group(1), m.group(2), m.group(3).strip(), m.group(4).strip()))
+        elif m := CHOICE.match(line):
+            choices.append((m.group(1), m.group(2).split(",") if m.group(2) else ["true", "false"]))
+    return numeric, choices
 
 
 def bad_values(kind, low, high):
@@ -65,13 +71,13 @@ def run(program, *arguments):
 def main():
     program = sys.argv[1]
     name = sys.argv[2] if len(sys.argv) > 2 else os.path.basename(program)
-    options = numeric_options(program)
-    if not options:
-        print(f"FAIL {name}: --help shows no numeric flag with a range")
+    options, choices = checked_options(program)
+    if not options and not choices:
+        print(f"FAIL {name}: --help shows no numeric flag with a range, and no choices")
         return 1
-    # A run mostly waits for MPI's start-up, not for a core: four at a time.
     jobs = [(flag, value) for flag, kind, low, high in options for value in bad_values(kind, low, high)]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+    jobs += [(flag, "no-such-value") for flag, values in choices]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda job: run(program, *job), jobs))
     failures = 0
     cases = len(jobs)
@@ -91,15 +97,20 @@ def main():
         if problem:
             failures += 1
             print(f"FAIL {name} {flag} {value}: {problem}\n  stderr: {err.strip()[:400]}")
-    for edge in (2, 3):  # every flag at its low edge, then at its high edge
-        arguments = [a for option in options for a in (option[0], option[edge])]
+    # Good lines: the low edges with the first choices, the high edges with the last ones,
+    # then each choice between.
+    good = [("low edges and first choices", [a for o in options for a in (o[0], o[2])] +
+             [a for flag, values in choices for a in (flag, values[0])]),
+            ("high edges and last choices", [a for o in options for a in (o[0], o[3])] +
+             [a for flag, values in choices for a in (flag, values[-1])])]
+    good += [(f"{flag} {value}", [flag, value]) for flag, values in choices for value in values[1:-1]]
+    for what, arguments in good:
         cases += 1
         status, out, err = run(program, *arguments)
         if status != 0 or CRASH.search(out + err):
             failures += 1
-            print(f"FAIL {name}: the ranges' own {'low' if edge == 2 else 'high'} edges were refused (status {status})\n"
-                  f"  {' '.join(arguments)}\n  stderr: {err.strip()[:400]}")
-    print(f"{name}: {len(options)} numeric flags, {cases} cases, {failures} failed")
+            print(f"FAIL {name}: {what} refused (status {status})\n  {' '.join(arguments)}\n  stderr: {err.strip()[:400]}")
+    print(f"{name}: {len(options)} numeric flags, {len(choices)} choice flags, {cases} cases, {failures} failed")
     return 1 if failures else 0
 
 

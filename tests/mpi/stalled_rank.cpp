@@ -9,6 +9,8 @@
 //                must keep updating (ASP waits for nobody), and the job ends well;
 //   asp-server   rank 1 stops rank 0, which hosts the shard, under ASP: the others fail
 //                naming rank 0 as the server that did not answer;
+//   calibrate    rank 1 stops (SIGSTOP) as the job starts measuring its links: rank 0, its
+//                partner, names it in the link's measurement, rank 2 at the barrier after it;
 //   truncated    a receive shorter than its message fails (MPI_ERR_TRUNCATE): the rank
 //                reports it and the job ends without a crash at shutdown.
 // In the failing modes the job must end (mpirun exits non-zero) well before a stalled rank
@@ -16,6 +18,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -25,6 +28,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "strata/plan/calibrate.hpp"
 #include "strata/strata.hpp"
 
 namespace {
@@ -128,11 +132,22 @@ int truncated(mpi::context& ctx) {
   return 0;
 }
 
+int stop_in_calibration(mpi::context& ctx) {
+  ::setenv("STRATA_TIMEOUT_SECONDS", "2", 1);  // calibration's deadline, as a job would set it
+  plan::calibrate_options options;
+  options.progress = [&](const std::string& what) {
+    if (what == "point to point" && ctx.rank() == 1) ::raise(SIGSTOP);  // before its first link message
+  };
+  plan::calibrate(ctx, options);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   mpi::context ctx(argc, argv);
   const std::string_view mode = argc > 1 ? argv[1] : "";
   if (mode == "truncated") return truncated(ctx);
+  if (mode == "calibrate") return stop_in_calibration(ctx);
   return mode.starts_with("asp") ? asp(ctx, mode) : stop_in(ctx, mode);
 }

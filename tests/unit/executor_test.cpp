@@ -10,6 +10,7 @@
 
 #include "conformance/cases.hpp"
 #include "conformance/mismatch_cases.hpp"
+#include "strata/plan/calibrate.hpp"
 
 using namespace strata;
 
@@ -290,4 +291,21 @@ TEST_CASE("STRATA_TIMEOUT_SECONDS sets the default timeout and is checked", "[ex
   CHECK_THROWS_WITH(checked_timeout(1e12, "executor_options::timeout"), Catch::Contains("executor_options::timeout is 1000000000000 seconds"));
   ::unsetenv("STRATA_TIMEOUT_SECONDS");
   CHECK(default_timeout().count() == 300.0);
+}
+
+TEST_CASE("the planner's barriers and link measurements name the rank that never comes", "[plan][timeout]") {
+  ::setenv("STRATA_TIMEOUT_SECONDS", "0.3", 1);  // the planner's deadline
+  CHECK_THROWS_WITH(loopback::run(3,
+                                  [](loopback::context& ctx) {
+                                    if (ctx.rank() == 2) return;  // never comes to the measurement
+                                    plan::slowest_rank_median(ctx, 3, [] {});
+                                  }),
+                    Catch::Contains("no progress for 0.3 s: in the barrier before a timed step; rank 2 did not arrive"));
+  CHECK_THROWS_WITH(loopback::run(2,
+                                  [](loopback::context& ctx) {
+                                    if (ctx.rank() == 1) return;
+                                    plan::measure_link(ctx, 0, 1, 3);
+                                  }),
+                    Catch::Contains("measuring the link to rank 1 with 8 bytes (calibration); rank 1 did not"));
+  ::unsetenv("STRATA_TIMEOUT_SECONDS");
 }

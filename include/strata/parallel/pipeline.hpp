@@ -37,6 +37,7 @@
 
 #include "strata/comm/communicator.hpp"
 #include "strata/error.hpp"
+#include "strata/exec/bounded_collective.hpp"
 #include "strata/exec/timeout.hpp"
 #include "strata/exec/wait_chain.hpp"
 #include "strata/parallel/mesh.hpp"
@@ -241,26 +242,12 @@ class driver {
   }
   int size() const { return group_->collectives().size(); }
 
-  /// Waits until `done()` (polled), for stage `peer`, at most the deadline: past half of it
-  /// says whom it waits for (wait_chain.hpp), past all of it gives up with `give_up`.
-  template <class Done, class GiveUp>
-  void bounded_wait(int peer, Done&& done, GiveUp&& give_up) {
-    const auto begun = std::chrono::steady_clock::now();
-    const auto deadline = begun + std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
-    wait_notice notice(job_control(*group_), begun, options_.timeout);
-    // Waits between stages are short and on the critical path: pace::critical_path.
-    for (backoff idle(pace::critical_path()); !done(); idle.pause()) {
-      const auto now = std::chrono::steady_clock::now();
-      notice.waiting_for(job_rank(*group_, peer), now);
-      if (now > deadline) give_up();
-    }
-  }
-
   /// Receives `into` from stage `from`. Where the backend can probe, waits for the message
   /// only until the deadline; then names the stage that did not send it and ends the job.
   void receive(buffer& into, int from, int tag, const work& w) {
     if constexpr (Probing<comm_type>)
-      bounded_wait(from, [&] { return comm().iprobe(from, tag); }, [&] { give_up(from, w, direction::receiving); });
+      wait_within_deadline(*group_, job_rank(*group_, from), options_.timeout, [&] { return comm().iprobe(from, tag); },
+                           [&] { give_up(from, w, direction::receiving); });
     auto request = comm().irecv(view(into), from, tag);
     comm().wait(request);
   }
@@ -276,7 +263,8 @@ class driver {
   /// Waits for a send to be taken, within the deadline where the backend can test.
   void wait_sent(pending_send& s) {
     if constexpr (Testable<comm_type>)
-      bounded_wait(s.to, [&] { return comm().test(s.request); }, [&] { give_up(s.to, s.w, direction::sending); });
+      wait_within_deadline(*group_, job_rank(*group_, s.to), options_.timeout, [&] { return comm().test(s.request); },
+                           [&] { give_up(s.to, s.w, direction::sending); });
     else comm().wait(s.request);
   }
 

@@ -37,8 +37,7 @@
 #include "strata/comm/pacing.hpp"
 #include "strata/detail/fixed_string.hpp"
 #include "strata/error.hpp"
-#include "strata/exec/timeout.hpp"
-#include "strata/exec/wait_chain.hpp"
+#include "strata/exec/bounded_collective.hpp"
 
 namespace strata::tensor_parallel {
 
@@ -65,85 +64,17 @@ inline void require_rows(std::size_t elements, std::size_t rows, std::string_vie
     throw usage_error(fmt::format("tensor_parallel::{}: {} elements do not form {} rows", call, elements, rows));
 }
 
-inline constexpr int arrival_tag = 0x5441;  // "TA", on the group's control channel
-
-template <class Group>
-using collectives_of = std::remove_reference_t<decltype(std::declval<Group&>().collectives())>;
-
-template <class Group>
-std::chrono::duration<double> timeout_of(const Group& group) {
-  if constexpr (requires { group.timeout(); }) return group.timeout();
-  else return default_timeout();
-}
-
-/// Runs the collective that `start(collectives)` begins (returning its request) on every
-/// rank of `group`, within the group's timeout where the backend can test a request (else
-/// in its blocking wait: NCCL bounds its own). Each rank tells the others it arrived, so a
-/// rank that waits too long names those that did not; `call` says where, for the message.
-template <CommContext Group, class Start>
-void within_deadline(Group& group, std::string_view call, Start&& start) {
-  auto& comm = group.collectives();
-  if constexpr (!Testable<collectives_of<Group>>) {
-    auto request = start(comm);
-    comm.wait(request);
-  } else {
-    if (group.collectives().size() == 1) {
-      auto request = start(comm);
-      comm.wait(request);
-      return;
-    }
-    auto& control = group.control();
-    const double here = 1.0;
-    std::vector<typename std::remove_reference_t<decltype(control)>::request> told;
-    for (int r = 0; r < group.collectives().size(); ++r)
-      if (r != group.collectives().rank()) told.push_back(control.isend(std::span<const double>(&here, 1), r, arrival_tag));
-    const auto timeout = timeout_of(group);
-    const auto begun = std::chrono::steady_clock::now();
-    const auto deadline = begun + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
-    wait_notice notice(job_control(group), begun, timeout);
-    const auto absent = [&] {
-      std::vector<int> ranks;
-      for (int r = 0; r < group.collectives().size(); ++r)
-        if (r != group.collectives().rank() && !control.iprobe(r, arrival_tag)) ranks.push_back(r);
-      return ranks;
-    };
-    auto request = start(comm);
-    // Tensor collectives sit between layers, on the critical path.
-    for (backoff idle(pace::critical_path()); !comm.test(request); idle.pause()) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now < begun + (deadline - begun) / 2) continue;
-      const std::vector<int> missing = absent();
-      if (!missing.empty()) notice.waiting_for(job_rank(group, missing.front()), now);
-      if (now > deadline) {
-        const std::string message = fmt::format(
-            "strata ({}): no progress for {:.1f} s: in the tensor group's {}; {}. Raise the mesh's timeout or "
-            "STRATA_TIMEOUT_SECONDS if the ranks are only slow",
-            describe_job_rank(group, job_rank(group, group.collectives().rank())), timeout.count(), call,
-            missing.empty() ? std::string("every rank of the group arrived, so the collective itself is stuck")
-                            : blamed_ranks(group, missing, "arrive"));
-        abort_after_deadline(group, message);
-      }
-    }
-    double arrived = 0;
-    for (int r = 0; r < group.collectives().size(); ++r)
-      if (r != group.collectives().rank()) {
-        auto received = control.irecv(std::span<double>(&arrived, 1), r, arrival_tag);
-        control.wait(received);
-      }
-    for (auto& t : told) control.wait(t);
-  }
-}
-
 template <CommContext Group>
 void allreduce_sum(Group& group, std::span<float> data, std::string_view call) {
-  within_deadline(group, fmt::format("all-reduce of {} floats ({})", data.size(), call),
-                  [&](auto& comm) { return comm.iallreduce_sum(data); });
+  collective_within_deadline(group, fmt::format("the tensor group's all-reduce of {} floats ({})", data.size(), call),
+                             [&](auto& comm) { return comm.iallreduce_sum(data); });
 }
 
 template <CommContext Group>
 void allgather(Group& group, std::span<const float> mine, std::span<float> all, std::string_view call) {
-  within_deadline(group, fmt::format("all-gather of {} floats per rank ({})", mine.size(), call),
-                  [&](auto& comm) { return comm.iallgather(mine, all); });
+  collective_within_deadline(group,
+                             fmt::format("the tensor group's all-gather of {} floats per rank ({})", mine.size(), call),
+                             [&](auto& comm) { return comm.iallgather(mine, all); });
 }
 }  // namespace detail
 
@@ -176,7 +107,7 @@ struct reduce_from_group {
 template <class Group>
 concept HostGroup =
     CommContext<Group> &&
-    (HostBuffers<detail::collectives_of<Group>> || strata::detail::unsatisfied<"gather_from_group, scatter_to_group and reduce_scatter_to_group "
+    (HostBuffers<collectives_of<Group>> || strata::detail::unsatisfied<"gather_from_group, scatter_to_group and reduce_scatter_to_group "
                                                    "reorder activations on the host; on a backend with device buffers "
                                                    "(nccl) use copy_to_group and reduce_from_group, which only "
                                                    "all-reduce">());

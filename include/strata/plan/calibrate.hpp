@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "strata/exec/bounded_collective.hpp"
 #include "strata/exec/executor.hpp"
 #include "strata/model/model.hpp"
 #include "strata/optim/sgd.hpp"
@@ -37,24 +38,47 @@ struct calibrate_options {
   std::function<void(const std::string&)> progress;
 };
 
+namespace detail {
+/// A context whose collectives are its control channel: the planner's barriers and gathers
+/// stay off the channel its executors' collectives use.
+template <CommContext Context>
+struct on_control {
+  Context& context;
+  auto& collectives() { return context.control(); }
+  auto& control() { return context.control(); }
+  auto& parameter_server() { return context.parameter_server(); }
+  void abort() { context.abort(); }
+  auto& job_control() { return strata::job_control(context); }
+  int job_rank(int rank) const { return strata::job_rank(context, rank); }
+  std::string describe_job_rank(int rank) const { return strata::describe_job_rank(context, rank); }
+};
+}  // namespace detail
+
 /// Median seconds of `repeats` calls of `f` (after two untimed ones), each between barriers
-/// of `control`, as the slowest rank saw it: a step ends when its last rank is done.
-/// Collective. What calibration and trial runs time steps with.
-template <class Control, class F>
-double slowest_rank_median(Control& control, int repeats, F&& f) {
+/// of the job, as the slowest rank saw it: a step ends when its last rank is done.
+/// Collective; a rank that does not come within STRATA_TIMEOUT_SECONDS is named. What
+/// calibration and trial runs time steps with.
+template <CommContext Context, class F>
+double slowest_rank_median(Context& context, int repeats, F&& f) {
+  detail::on_control<Context> job{context};
+  auto gather = [&](double mine, std::string_view what) {
+    std::vector<double> all(static_cast<std::size_t>(job.control().size()));
+    collective_within_deadline(job, what, [&](auto& comm) {
+      return comm.iallgather(std::span<const double>(&mine, 1), std::span<double>(all));
+    });
+    return all;
+  };
   f();
   f();
   std::vector<double> seconds;
   for (int i = 0; i < repeats; ++i) {
-    control.barrier();
+    gather(0.0, "the barrier before a timed step");
     const auto start = std::chrono::steady_clock::now();
     f();
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  double mine = seconds.empty() ? 0.0 : (std::ranges::sort(seconds), seconds[seconds.size() / 2]);
-  std::vector<double> all(static_cast<std::size_t>(control.size()));
-  control.allgather(std::span<const double>(&mine, 1), std::span<double>(all));
-  return *std::ranges::max_element(all);
+  const double mine = seconds.empty() ? 0.0 : (std::ranges::sort(seconds), seconds[seconds.size() / 2]);
+  return std::ranges::max(gather(mine, "the all-gather of the timed steps' medians"));
 }
 
 namespace detail {
@@ -78,7 +102,7 @@ line fit_dense(Context& ctx, const std::vector<double>& sizes, int repeats) {
     options.buckets = {.first_bucket_bytes = total, .bucket_bytes = total};  // one bucket
     auto exec = make_executor(ctx, m, optim::sgd{.lr = 1e-6f}, options);
     bytes.push_back(static_cast<double>(total));
-    seconds.push_back(slowest_rank_median(ctx.control(), repeats, [&] { exec.step(); }));
+    seconds.push_back(slowest_rank_median(ctx, repeats, [&] { exec.step(); }));
   }
   line l = line::fit(bytes, seconds);
   l.curve = line::monotone_curve(bytes, seconds);
@@ -117,7 +141,7 @@ server_point dense_server_step(Context& ctx, std::size_t m, double size, server_
     for (const sync::ps::shard_plan& shard : v.shards) hosted[static_cast<std::size_t>(shard.host)] += 1.0;
   const auto [share, others] = busiest_share(&placed);
   return {*std::ranges::max_element(hosted), share * static_cast<double>(m * rows * cols * sizeof(float)), others,
-          slowest_rank_median(ctx.control(), repeats, [&] { exec.step(); })};
+          slowest_rank_median(ctx, repeats, [&] { exec.step(); })};
 }
 
 /// The dense parameter server's line, from steps of m variables of n bytes in all on one
@@ -161,7 +185,7 @@ std::vector<server_point> sparse_steps(Context& ctx, std::size_t width, const st
     std::vector<float> values(picked.size() * width, 1e-3f);
     // Push, then pull the rows for the next step: step() only posts the pushes, and the pull
     // is answered once they are applied, so a timed step includes them.
-    const double seconds = slowest_rank_median(ctx.control(), repeats, [&] {
+    const double seconds = slowest_rank_median(ctx, repeats, [&] {
       exec.sparse_gradient(variable_id{0}, picked, values);
       exec.step();
       exec.pull(variable_id{0}, picked);
@@ -239,7 +263,7 @@ double fit_per_block(Context& ctx, const line& ring, int repeats) {
     double extra_blocks = 0.0;
     for (const sync::part_layout& part : sync::partition_layout({rows, cols}, rows * cols, 1, ctx.control().size()))
       extra_blocks += static_cast<double>(part.blocks.size() - 1);
-    const double seconds = slowest_rank_median(ctx.control(), repeats, [&] { exec.step(); });
+    const double seconds = slowest_rank_median(ctx, repeats, [&] { exec.step(); });
     per_block.push_back(std::max(0.0, seconds - ring.at(static_cast<double>(bytes))) / extra_blocks);
   }
   return std::accumulate(per_block.begin(), per_block.end(), 0.0) / static_cast<double>(per_block.size());
@@ -247,37 +271,50 @@ double fit_per_block(Context& ctx, const line& ring, int repeats) {
 
 }  // namespace detail
 
-/// Half a round trip of `bytes` between ranks `a` and `b` (the others wait), median.
-template <class Comm>
-double one_way_seconds(Comm& comm, int a, int b, std::size_t bytes, int repeats) {
+/// Half a round trip of `bytes` between ranks `a` and `b` (the others wait), median; a
+/// partner that does not answer within STRATA_TIMEOUT_SECONDS is named.
+template <CommContext Context>
+double one_way_seconds(Context& context, int a, int b, std::size_t bytes, int repeats) {
+  auto& comm = context.control();
   std::vector<std::byte> buffer(std::max<std::size_t>(bytes, 1));
   constexpr int tag = 0x5ca1;
-  auto exchange = [&] {
-    const int me = comm.rank();
-    if (me != a && me != b) return;
-    const int other = me == a ? b : a;
-    if (me == a) {
-      auto s = comm.isend(std::span<const std::byte>(buffer), other, tag);
-      comm.wait(s);
-      auto r = comm.irecv(std::span<std::byte>(buffer), other, tag);
-      comm.wait(r);
+  const int me = comm.rank(), other = me == a ? b : a;
+  auto finish = [&](auto request, std::string_view verb) {
+    if constexpr (Testable<std::remove_reference_t<decltype(comm)>>) {
+      const auto timeout = default_timeout();
+      wait_within_deadline(context, job_rank(context, other), timeout, [&] { return comm.test(request); }, [&] {
+        abort_after_deadline(context, fmt::format("strata ({}): no progress for {:.1f} s: measuring the link to {} with "
+                                                  "{} bytes (calibration); {}. Raise STRATA_TIMEOUT_SECONDS if the "
+                                                  "ranks are only slow",
+                                                  describe_job_rank(context, job_rank(context, me)), timeout.count(),
+                                                  describe_job_rank(context, job_rank(context, other)), bytes,
+                                                  blamed_ranks(context, std::vector<int>{other}, verb)));
+      });
     } else {
-      auto r = comm.irecv(std::span<std::byte>(buffer), other, tag);
-      comm.wait(r);
-      auto s = comm.isend(std::span<const std::byte>(buffer), other, tag);
-      comm.wait(s);
+      comm.wait(request);
     }
   };
-  return slowest_rank_median(comm, repeats, exchange) / 2;
+  auto exchange = [&] {
+    if (me != a && me != b) return;
+    const std::span<std::byte> data(buffer);
+    if (me == a) {
+      finish(comm.isend(std::span<const std::byte>(data), other, tag), "take the message");
+      finish(comm.irecv(data, other, tag), "send the reply");
+    } else {
+      finish(comm.irecv(data, other, tag), "send the message");
+      finish(comm.isend(std::span<const std::byte>(data), other, tag), "take the reply");
+    }
+  };
+  return slowest_rank_median(context, repeats, exchange) / 2;
 }
 
 /// The link between ranks `a` and `b`: its latency (half a round trip of 8 bytes) and its
 /// bandwidth (8 MiB, beyond the latency). Collective: the other ranks wait.
-template <class Comm>
-link_class measure_link(Comm& comm, int a, int b, int repeats) {
-  const double small = one_way_seconds(comm, a, b, 8, repeats * 3);
+template <CommContext Context>
+link_class measure_link(Context& context, int a, int b, int repeats) {
+  const double small = one_way_seconds(context, a, b, 8, repeats * 3);
   constexpr std::size_t large = std::size_t{8} << 20;
-  const double big = one_way_seconds(comm, a, b, large, repeats);
+  const double big = one_way_seconds(context, a, b, large, repeats);
   return {small, static_cast<double>(large) / std::max(big - small, 1e-9)};
 }
 
@@ -295,12 +332,29 @@ inline link_partners partners_of_rank0(std::span<const int> hosts) {
   return found;
 }
 
+/// Each rank's host (host_of_each_rank), gathered within the deadline. Collective.
+template <CommContext Context>
+std::vector<int> hosts_of_ranks(Context& ctx) {
+  detail::on_control<Context> job{ctx};
+  const int mine = ctx.control().node_color();
+  std::vector<int> hosts(static_cast<std::size_t>(ctx.control().size()));
+  collective_within_deadline(job, "the all-gather of each rank's host", [&](auto& comm) {
+    return comm.iallgather(std::span<const int>(&mine, 1), std::span<int>(hosts));
+  });
+  return hosts;
+}
+
 /// Ranks on each host, in host order (hosts ordered by their first rank): the layout a
-/// calibration is bound to. Collective.
-template <class Comm>
-std::vector<int> host_layout(Comm& comm) {
-  const std::vector<std::size_t> ranks = number_hosts(host_of_each_rank(comm)).ranks_on_host;
+/// calibration is bound to.
+inline std::vector<int> host_layout(std::span<const int> hosts) {
+  const std::vector<std::size_t> ranks = number_hosts(hosts).ranks_on_host;
   return {ranks.begin(), ranks.end()};
+}
+
+/// The job of `layout` (ranks on each host) as the cost model sees it: its ranks and the
+/// most on one host.
+inline cluster cluster_of(std::span<const int> layout) {
+  return {std::accumulate(layout.begin(), layout.end(), 0), *std::ranges::max_element(layout)};
 }
 
 /// Measures this job's calibration (collective; every rank returns the same).
@@ -313,14 +367,15 @@ calibration calibrate(Context& ctx, const calibrate_options& o = {}) {
     if (o.progress) o.progress(what);
   };
   calibration c;
+  const std::vector<int> hosts = hosts_of_ranks(ctx);
   c.measured_on.ranks = control.size();
-  c.ranks_per_host = host_layout(control);
+  c.ranks_per_host = host_layout(hosts);
   c.measured_on.ranks_per_host = *std::ranges::max_element(c.ranks_per_host);
 
   say("point to point");
-  const link_partners partners = partners_of_rank0(host_of_each_rank(control));
-  if (partners.same_host >= 0) c.within_host = measure_link(control, 0, partners.same_host, o.repeats);
-  if (partners.other_host >= 0) c.across_hosts = measure_link(control, 0, partners.other_host, o.repeats);
+  const link_partners partners = partners_of_rank0(hosts);
+  if (partners.same_host >= 0) c.within_host = measure_link(ctx, 0, partners.same_host, o.repeats);
+  if (partners.other_host >= 0) c.across_hosts = measure_link(ctx, 0, partners.other_host, o.repeats);
   if (!c.within_host.known()) c.within_host = c.across_hosts;  // one rank per host
 
   say("all-reduce: Ring");
@@ -362,10 +417,9 @@ calibration calibrate(Context& ctx, const calibrate_options& o = {}) {
 }
 
 /// This job as the cost model sees it: its ranks and the most on one host (collective).
-template <class Comm>
-cluster this_job(Comm& control) {
-  const std::vector<int> layout = host_layout(control);
-  return {control.size(), *std::ranges::max_element(layout)};
+template <CommContext Context>
+cluster this_job(Context& ctx) {
+  return cluster_of(host_layout(hosts_of_ranks(ctx)));
 }
 
 /// The calibration a job plans with: `file` (strata-calibrate --output) when one is given,
@@ -374,7 +428,8 @@ template <CommContext Context>
 calibration load_or_calibrate(Context& ctx, const std::string& file, const calibrate_options& o = {}) {
   if (file.empty()) return calibrate(ctx, o);
   calibration c = load(file);
-  c.check_matches(this_job(ctx.control()), host_layout(ctx.control()));
+  const std::vector<int> layout = host_layout(hosts_of_ranks(ctx));
+  c.check_matches(cluster_of(layout), layout);
   return c;
 }
 
