@@ -34,7 +34,6 @@
 #include <fmt/format.h>
 
 #include "strata/comm/communicator.hpp"
-#include "strata/comm/pacing.hpp"
 #include "strata/detail/fixed_string.hpp"
 #include "strata/error.hpp"
 #include "strata/exec/bounded_collective.hpp"
