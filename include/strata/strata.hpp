@@ -3,6 +3,11 @@
 //
 // The umbrella header: policies, strategies and their builders, the model, the executor and the
 // CPU backends.
+//
+// strategy.hpp comes first: a compile error in a strategy then shows a two-line include chain
+// above the rule that was broken, not the chain through whichever header needed it first.
+#include "strata/strategy/strategy.hpp"
+//
 #include "strata/ckpt/store.hpp"
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/loopback/loopback.hpp"
@@ -24,4 +29,3 @@
 #include "strata/policy/policies.hpp"
 #include "strata/strategy/canonical_string.hpp"
 #include "strata/strategy/select.hpp"
-#include "strata/strategy/strategy.hpp"

@@ -1,4 +1,5 @@
 // A valid strategy with no synchronizer on the backend names both and the table in docs.
+// expect: strata has no synchronizer for this strategy on this backend yet
 // expect: no_synchronizer_for_strategy_on_backend<strata::canonical_strategy<strata::Replicate
 // expect: strata::mpi::communicator
 // expect: docs/compatibility.md

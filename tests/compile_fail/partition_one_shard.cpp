@@ -1,5 +1,6 @@
 // expect: Shards must be at least 2
 // expect: strata::Partition<0, 1>
+// leads by line: 8 (a policy checks its own arguments where Strategy<...> first completes the policy type: its header's include chain and that instantiation stand above the error)
 #include "strata/strategy/strategy.hpp"
 using S = strata::Strategy<strata::Partition<0, 1>>;
 S* s;

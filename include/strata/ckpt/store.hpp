@@ -272,7 +272,8 @@ void throw_unless_all(const std::vector<std::uint32_t>& ok, const std::string& l
 /// Imported weights that the model does not have are refused by name: they would be
 /// dropped silently (a renamed layer, a file of another model).
 inline void refuse_unknown(const records_by_name& index, const state_set& state, const std::filesystem::path& folder) {
-  for (const auto& [name, records] : index) {
+  for (const auto& entry : index) {
+    const auto& name = entry.first;
     const auto known = std::find_if(state.tensors().begin(), state.tensors().end(),
                                     [&](const tensor_state& t) { return t.name == name; });
     if (known == state.tensors().end())

@@ -619,11 +619,44 @@ class executor<Context, model<Strategies...>, O> {
   sync_stats total_;
 };
 
+namespace detail {
+template <class M, class C, class O>
+inline constexpr bool table_covers = false;
+template <class... Strategies, class C, class O>
+inline constexpr bool table_covers<model<Strategies...>, C, O> = (HasSynchronizer<Strategies, C, O> && ...);
+
+/// The first variable's synchronizer that the table lacks: an incomplete type whose name,
+/// printed in a `sizeof` error, is the strategy and the backend.
+template <class C, class O, class S, class... Rest>
+auto first_missing(model<S, Rest...>*) {
+  if constexpr (!HasSynchronizer<S, C, O> || sizeof...(Rest) == 0)
+    return static_cast<synchronizer_t<S, C, O>*>(nullptr);
+  else
+    return first_missing<C, O>(static_cast<model<Rest...>*>(nullptr));
+}
+
+template <class Context>
+using collectives_of = std::remove_reference_t<decltype(std::declval<Context&>().collectives())>;
+}  // namespace detail
+
+// make_executor checks the synchronizer table itself, before the executor class is formed:
+// the error then stands one call from the user's line, and a strategy without a synchronizer
+// is one error, not a cascade through the executor's members.
+#define STRATA_CHECK_SYNCHRONIZERS(Comm)                                                                              \
+  static_assert(detail::table_covers<M, Comm, O>,                                                                   \
+                "strata has no synchronizer for this strategy on this backend yet; the incomplete type "            \
+                "diagnostic::no_synchronizer_for_strategy_on_backend<Strategy, Backend> in the next error names "  \
+                "both. The supported combinations are listed in docs/compatibility.md");
+
 /// Builds the executor for `m` on `context`'s backend: the host executor, whose variables
 /// are host memory. (Device variables: make_executor in exec/nccl_executor.cuh.)
 template <CommContext Context, Model M, Optimizer O>
 auto make_executor(Context& context, M& m, O optimizer, executor_options options = {}) {
-  return executor<Context, M, O>(context, m, std::move(optimizer), options);
+  STRATA_CHECK_SYNCHRONIZERS(detail::collectives_of<Context>)
+  if constexpr (detail::table_covers<M, detail::collectives_of<Context>, O>)
+    return executor<Context, M, O>(context, m, std::move(optimizer), options);
+  else
+    (void)sizeof(*detail::first_missing<detail::collectives_of<Context>, O>(static_cast<M*>(nullptr)));
 }
 
 /// Builds the executor for this rank's part `m` of a model on `grid`: it averages over the
@@ -631,10 +664,17 @@ auto make_executor(Context& context, M& m, O optimizer, executor_options options
 /// mesh_placement). Tensor-parallel variables bind this rank's part.
 template <CommContext Context, Model M, Optimizer O>
 auto make_executor(mesh<Context>& grid, M& m, O optimizer, executor_options options = {}) {
-  using control = std::remove_reference_t<decltype(grid.world().control())>;
-  return executor<group_context<Context>, M, O>(grid.data(), m, std::move(optimizer), options,
-                                                mesh_placement<control>{&grid.world().control(), grid.shape(),
-                                                                        grid.coordinates()});
+  using comm = detail::collectives_of<group_context<Context>>;
+  STRATA_CHECK_SYNCHRONIZERS(comm)
+  if constexpr (detail::table_covers<M, comm, O>) {
+    using control = std::remove_reference_t<decltype(grid.world().control())>;
+    return executor<group_context<Context>, M, O>(grid.data(), m, std::move(optimizer), options,
+                                                  mesh_placement<control>{&grid.world().control(), grid.shape(),
+                                                                          grid.coordinates()});
+  } else {
+    (void)sizeof(*detail::first_missing<comm, O>(static_cast<M*>(nullptr)));
+  }
 }
+#undef STRATA_CHECK_SYNCHRONIZERS
 
 }  // namespace strata

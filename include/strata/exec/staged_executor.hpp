@@ -196,8 +196,7 @@ class staged_executor<Context, Stage, model<Strategies...>, O> {
   variable_declaration<S, Rank> mirror_one(const variable_declaration<S, Rank, Space>& declaration,
                                           std::span<float> host_grad) {
     static_assert(std::is_same_v<Space, typename Stage::memory_space>,
-                  "MemorySpace: a staged variable must live in its stage's memory: declare it over device_span "
-                  "buffers for a stage of GPU memory (cuda::pinned_stage), over host memory for host_stage");
+                  "MemorySpace: a staged variable must live in its stage's memory (make_staged_executor says more)");
     const variable_binding& v = declaration.binding;
     staged_buffers b{{v.param.data(), v.param.size()}, {v.grad.data(), v.grad.size()}, stage_.host_buffer(v.param.size()),
                      host_grad};
@@ -232,8 +231,14 @@ class staged_executor<Context, Stage, model<Strategies...>, O> {
 template <CommContext Context, StagingMemory Stage, Optimizer O, class... Declarations>
 auto make_staged_executor(Context& context, Stage stage, O optimizer, executor_options options,
                           Declarations... on_stage) {
-  return staged_executor<Context, Stage, model_of<typename Declarations::strategy...>, O>(
-      context, std::move(stage), std::move(optimizer), options, std::move(on_stage)...);
+  // Checked here, one call from the user's line, and the executor not formed after it: one error.
+  constexpr bool on_the_stage = (std::is_same_v<typename Declarations::memory_space, typename Stage::memory_space> && ...);
+  static_assert(on_the_stage,
+                "MemorySpace: a staged variable must live in its stage's memory: declare it over device_span "
+                "buffers for a stage of GPU memory (cuda::pinned_stage), over host memory for host_stage");
+  if constexpr (on_the_stage)
+    return staged_executor<Context, Stage, model_of<typename Declarations::strategy...>, O>(
+        context, std::move(stage), std::move(optimizer), options, std::move(on_stage)...);
 }
 
 }  // namespace strata

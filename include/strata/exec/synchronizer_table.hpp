@@ -2,8 +2,9 @@
 // Which synchronizer implements a strategy on a backend: one partial specialization per
 // supported combination. Everything else lands on the primary template, whose error names
 // the strategy and the backend.
+#include <type_traits>
+
 #include "strata/comm/communicator.hpp"
-#include "strata/detail/always_false.hpp"
 #include "strata/optim/optimizer.hpp"
 #include "strata/strategy/strategy.hpp"
 #include "strata/sync/dense_allreduce.hpp"
@@ -19,13 +20,11 @@ template <class Strategy, class Backend>
 struct no_synchronizer_for_strategy_on_backend;
 }  // namespace diagnostic
 
+/// No entry: the type is the incomplete diagnostic, which HasSynchronizer tests for and whose
+/// `sizeof` error, raised by make_executor, names the strategy and the backend.
 template <ValidStrategy S, Collectives C, Optimizer O>
 struct synchronizer_for {
-  static_assert(detail::always_false<S, C>,
-                "strata has no synchronizer for this strategy on this backend yet; the incomplete type "
-                "diagnostic::no_synchronizer_for_strategy_on_backend<Strategy, Backend> below names both. The supported "
-                "combinations are listed in docs/compatibility.md");
-  using type = decltype(sizeof(diagnostic::no_synchronizer_for_strategy_on_backend<S, C>));
+  using type = diagnostic::no_synchronizer_for_strategy_on_backend<S, C>;
 };
 
 /// Replicate + AllReduce, dense gradients, any codec, partitioned or not: bucketed data
@@ -43,30 +42,35 @@ struct synchronizer_for<S, C, O> {
   using type = sync::sparse_allgather_synchronizer<S, C, O>;
 };
 
-/// The parameter server's servers find requests by probing (Probing); a backend that cannot
-/// probe is refused with this sentence.
-template <class C>
-concept ProbingForParameterServer =
-    Probing<C> ||
-    detail::unsatisfied<"PS<N> needs a communicator that can probe, since requests arrive unasked; NCCL cannot (it "
-                        "receives only what was posted): keep PS<N> variables on a host backend (mpi, loopback, or "
-                        "nccl::context's parameter_server()), or train them with staged_executor">();
+namespace detail {
+template <class S, class C, class O>
+struct ps_synchronizer_of : std::type_identity<sync::ps_synchronizer<S, C, O>> {};
+}  // namespace detail
 
-/// PS<N>, dense or sparse rows, any consistency: the parameter server.
+/// PS<N>, dense or sparse rows, any consistency: the parameter server. Its servers find
+/// requests by probing (Probing); a backend that cannot probe is refused with this sentence,
+/// and `void` stands in after it so that the one error is not followed by others.
 template <ValidStrategy S, Collectives C, Optimizer O>
   requires sync::ParameterServerStrategy<S>
 struct synchronizer_for<S, C, O> {
-  static_assert(ProbingForParameterServer<C>);
-  using type = sync::ps_synchronizer<S, C, O>;
+  static_assert(Probing<C>,
+                "ProbingForParameterServer: PS<N> needs a communicator that can probe, since requests arrive unasked; "
+                "NCCL cannot (it receives only what was posted): keep PS<N> variables on a host backend (mpi, "
+                "loopback, or nccl::context's parameter_server()), or train them with staged_executor");
+  using type = typename std::conditional_t<Probing<C>, detail::ps_synchronizer_of<S, C, O>, std::type_identity<void>>::type;
 };
 
 template <ValidStrategy S, Collectives C, Optimizer O>
 using synchronizer_t = typename synchronizer_for<S, C, O>::type;
 
+/// The table has an entry for strategy `S` on communicator `C`.
+template <class S, class C, class O>
+concept HasSynchronizer = !std::is_same_v<synchronizer_t<S, C, O>, diagnostic::no_synchronizer_for_strategy_on_backend<S, C>>;
+
 namespace detail {
 /// Every entry of the table models the Synchronizer concept (sync/synchronizer.hpp).
 template <class S, class C, class O>
-concept TableEntryIsSynchronizer = sync::Synchronizer<synchronizer_t<S, C, O>, O>;
+concept TableEntryIsSynchronizer = !HasSynchronizer<S, C, O> || sync::Synchronizer<synchronizer_t<S, C, O>, O>;
 }  // namespace detail
 
 }  // namespace strata

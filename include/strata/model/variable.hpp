@@ -14,6 +14,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+// strategy.hpp first and directly: the rule checks below expand from it, and a compile error
+// then names one include line above the rule, not the chain through canonical_string.hpp.
+#include "strata/strategy/strategy.hpp"
+//
 #include "strata/error.hpp"
 #include "strata/model/memory.hpp"
 #include "strata/strategy/canonical_string.hpp"
@@ -66,7 +70,8 @@ consteval bool check_rank_rules() {
 }
 
 /// Declares a variable with strategy `S` and a shape of static rank: what `variable` and
-/// `build<B>::variable` share.
+/// `build<B>::variable` share. `variable` checks the rank rules itself, one call nearer the
+/// user's line, so that their sentence comes in the first lines of the error.
 template <ValidStrategy S, std::size_t Rank>
 variable_declaration<S, Rank> declare(std::string name, std::span<float> param, std::span<float> grad,
                                       std::span<const std::size_t, Rank> shape) {
@@ -91,31 +96,45 @@ variable_declaration<S, Rank> declare(std::string name, std::span<float> param, 
 /// Throws binding_error, naming the variable, when a buffer does not hold exactly the
 /// shape's number of elements. SparseRows variables may bind an empty gradient: theirs is
 /// given as rows each update.
-template <ValidStrategy S, std::size_t Rank>
-variable_declaration<S, Rank> variable(std::string name, std::span<float> param, std::span<float> grad,
-                                       const std::size_t (&shape)[Rank]) {
-  return detail::declare<S, Rank>(std::move(name), param, grad, std::span<const std::size_t, Rank>(shape));
+///
+/// Returns a variable_declaration<S, Rank>. `S` is formed by Strategy<...>, or spelled by hand
+/// as a canonical_strategy<...> and checked here: the deduced return type lets the broken
+/// rule be the first error, not a constraint failure in the signature.
+template <CanonicalStrategy S, std::size_t Rank>
+auto variable(std::string name, std::span<float> param, std::span<float> grad, const std::size_t (&shape)[Rank]) {
+  using checked = S;
+  STRATA_CHECK_EVERY_RULE
+  static_assert(CanonicalSpelling<S>);
+  static_assert(detail::check_rank_rules<detail::valid_or_default<S>, Rank>());
+  return detail::declare<detail::valid_or_default<S>, Rank>(std::move(name), param, grad, std::span<const std::size_t, Rank>(shape));
 }
 
 /// Declares a variable over GPU memory with a host strategy `S`, for the staged executor
 /// with a stage of GPU memory (cuda::pinned_stage): the host executor trains it through host
 /// mirrors. The declaration's memory space is device_memory, so no host synchronizer takes
 /// it directly.
-template <ValidStrategy S, std::size_t Rank>
-variable_declaration<S, Rank, device_memory> variable(std::string name, device_span<float> param, device_span<float> grad,
-                                                      const std::size_t (&shape)[Rank]) {
-  variable_declaration<S, Rank> checked = detail::declare<S, Rank>(
+template <CanonicalStrategy S, std::size_t Rank>
+auto variable(std::string name, device_span<float> param, device_span<float> grad, const std::size_t (&shape)[Rank]) {
+  using checked = S;
+  STRATA_CHECK_EVERY_RULE
+  static_assert(CanonicalSpelling<S>);
+  using valid = detail::valid_or_default<S>;
+  static_assert(detail::check_rank_rules<valid, Rank>());
+  variable_declaration<valid, Rank> on_host = detail::declare<valid, Rank>(
       std::move(name), {param.data(), param.size()}, {grad.data(), grad.size()}, std::span<const std::size_t, Rank>(shape));
-  return {std::move(checked.binding)};
+  return variable_declaration<valid, Rank, device_memory>{std::move(on_host.binding)};
 }
 
 /// The same with extents of another integer type (`{rows, cols}` with int rows), which a
 /// std::size_t shape would take only with a narrowing warning. Throws binding_error for a
 /// negative extent.
-template <ValidStrategy S, std::integral I, std::size_t Rank>
+template <CanonicalStrategy S, std::integral I, std::size_t Rank>
   requires(!std::same_as<I, std::size_t>)
-variable_declaration<S, Rank> variable(std::string name, std::span<float> param, std::span<float> grad,
-                                       const I (&shape)[Rank]) {
+auto variable(std::string name, std::span<float> param, std::span<float> grad, const I (&shape)[Rank]) {
+  using checked = S;
+  STRATA_CHECK_EVERY_RULE
+  static_assert(CanonicalSpelling<S>);
+  static_assert(detail::check_rank_rules<detail::valid_or_default<S>, Rank>());
   std::array<std::size_t, Rank> extents{};
   for (std::size_t i = 0; i < Rank; ++i) {
     if (std::cmp_less(shape[i], 0))
@@ -123,7 +142,8 @@ variable_declaration<S, Rank> variable(std::string name, std::span<float> param,
                                       shape[i]));
     extents[i] = static_cast<std::size_t>(shape[i]);
   }
-  return detail::declare<S, Rank>(std::move(name), param, grad, std::span<const std::size_t, Rank>(extents));
+  return detail::declare<detail::valid_or_default<S>, Rank>(std::move(name), param, grad,
+                                                            std::span<const std::size_t, Rank>(extents));
 }
 
 }  // namespace strata

@@ -22,4 +22,15 @@ concept Policy = requires { typename P::policy_category; };
 template <Policy P>
 using category_of = typename P::policy_category;
 
+/// False for a policy (or a policy's argument, such as SSP<S>) that refused its arguments in
+/// its own static_assert: a strategy stops there rather than describe it, which would bury
+/// that one error under others.
+template <class P>
+inline constexpr bool arguments_accepted_of = [] {
+  if constexpr (requires { P::arguments_accepted; })
+    return bool(P::arguments_accepted);
+  else
+    return true;
+}();
+
 }  // namespace strata

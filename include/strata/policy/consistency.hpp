@@ -16,16 +16,18 @@ struct ASP { static constexpr bool is_consistency_model = true; static constexpr
 template <int S>
 struct SSP {
   static_assert(S >= 1, "SSP<S>: staleness S must be at least 1 (SSP<0> is BSP; write Consistency<BSP>)");
+  static constexpr bool arguments_accepted = S >= 1;
   static constexpr bool is_consistency_model = true;
   static constexpr int staleness = S;
 };
 
 template <class M>
-concept ConsistencyModel = M::is_consistency_model;
+concept ConsistencyModel = requires { requires M::is_consistency_model; };
 
 template <class Model>
 struct Consistency {
   static_assert(ConsistencyModel<Model>, "Consistency<Model>: Model must be one of BSP, ASP, SSP<S>");
+  static constexpr bool arguments_accepted = ConsistencyModel<Model> && arguments_accepted_of<Model>;
   using policy_category = category::consistency;
   using model = Model;
 };

@@ -15,6 +15,7 @@ struct Partition {
   static_assert(Axis >= 0, "Partition<Axis, Shards>: Axis must be a non-negative dimension index");
   static_assert(Shards == 0 || Shards >= 2,
                 "Partition<Axis, Shards>: Shards must be at least 2 (or 0 for automatic); one part is no partition");
+  static constexpr bool arguments_accepted = Axis >= 0 && (Shards == 0 || Shards >= 2);
   using policy_category = category::partition;
   static constexpr int axis = Axis;
   static constexpr int shards = Shards;

@@ -13,6 +13,7 @@ struct Replicate {
 template <int Shards>
 struct PS {
   static_assert(Shards >= 1, "PS<Shards>: Shards is the number of server shards and must be at least 1");
+  static constexpr bool arguments_accepted = Shards >= 1;
   using policy_category = category::placement;
   static constexpr int shards = Shards;
 };

@@ -19,6 +19,7 @@ struct WholeTensor {
 template <int Axis>
 struct TensorParallel {
   static_assert(Axis >= 0, "TensorParallel<Axis>: Axis must be a non-negative dimension index");
+  static constexpr bool arguments_accepted = Axis >= 0;
   using policy_category = category::tensor;
   static constexpr int axis = Axis;
 };

@@ -62,12 +62,14 @@ enum class server_assignment { first_server, least_loaded };
 /// `B::describe(extents, sparse)` the same for extents known at run time, and `B::servers`
 /// says how parameter-server shards are to be assigned.
 template <class B>
+concept HasBuilderMembers = requires {
+  { B::servers } -> std::convertible_to<server_assignment>;
+  typename B::template strategy_for<variable_traits<dims<1>>>;
+  { B::describe(std::span<const std::size_t>(), false) } -> std::same_as<strategy_descriptor>;
+};
+template <class B>
 concept StrategyBuilder =
-    requires {
-      { B::servers } -> std::convertible_to<server_assignment>;
-      typename B::template strategy_for<variable_traits<dims<1>>>;
-      { B::describe(std::span<const std::size_t>(), false) } -> std::same_as<strategy_descriptor>;
-    } ||
+    HasBuilderMembers<B> ||
     detail::unsatisfied<"a strategy builder is one of builder::PS<>, PSLoadBalancing<>, PartitionedPS<>, "
                         "UnevenPartitionedPS<>, AllReduce<>, PartitionedAllReduce<>, "
                         "RandomAxisPartitionAllReduce<Seed>, Parallax<> (strategy/builders.hpp)">();
@@ -126,9 +128,6 @@ struct parameter_server_builder {
   static_assert(PolicyOf<ConsistencyPolicy, category::consistency>,
                 "parameter-server builders (PS, PSLoadBalancing, PartitionedPS, UnevenPartitionedPS, Parallax): the "
                 "consistency argument must be Consistency<BSP>, Consistency<ASP> or Consistency<SSP<S>>");
-  static_assert(MaxShards >= 2,
-                "PartitionedPS / UnevenPartitionedPS: MaxShards caps the shard count and must be at least 2; use "
-                "builder::PSLoadBalancing<> for unpartitioned variables");
   static constexpr server_assignment servers = Servers;
 
   template <VariableTraits V>
@@ -228,13 +227,19 @@ struct PSLoadBalancing
 /// when prime), at most `MaxShards`; `PS<1>` for a scalar or a single row.
 template <class ConsistencyPolicy = Consistency<BSP>, int MaxShards = 16>
 struct PartitionedPS : detail::parameter_server_builder<ConsistencyPolicy, server_assignment::least_loaded,
-                                                        detail::smallest_divisor_shards, MaxShards> {};
+                                                        detail::smallest_divisor_shards, MaxShards> {
+  static_assert(MaxShards >= 2, "PartitionedPS: MaxShards caps the shard count and must be at least 2; use "
+                                "builder::PSLoadBalancing<> for unpartitioned variables");
+};
 
 /// `PS<k>, Partition<0>` with k the smallest count >= 2 that does not divide dimension 0
 /// (deliberately uneven shards), at most `MaxShards`; 2 rows get 2 shards, 1 row `PS<1>`.
 template <class ConsistencyPolicy = Consistency<BSP>, int MaxShards = 16>
 struct UnevenPartitionedPS : detail::parameter_server_builder<ConsistencyPolicy, server_assignment::least_loaded,
-                                                              detail::smallest_non_divisor_shards, MaxShards> {};
+                                                              detail::smallest_non_divisor_shards, MaxShards> {
+  static_assert(MaxShards >= 2, "UnevenPartitionedPS: MaxShards caps the shard count and must be at least 2; use "
+                                "builder::PSLoadBalancing<> for unpartitioned variables");
+};
 
 /// `Replicate, AllReduce<Algorithm>` for every variable (sparse ones keep `SparseRows`).
 template <class Algorithm = Ring>

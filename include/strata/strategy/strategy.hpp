@@ -7,6 +7,9 @@
 //   3. the combination: one named concept per rule in rules.hpp.
 #include <type_traits>
 
+// The policies first: a policy's own argument check then shows a shorter include chain.
+#include "strata/policy/policies.hpp"
+//
 #include "strata/detail/fixed_string.hpp"
 #include "strata/strategy/descriptor.hpp"
 #include "strata/strategy/rules.hpp"
@@ -89,25 +92,11 @@ concept ValidStrategy = CanonicalStrategy<S> && ObeysEveryRule<S> && CanonicalSp
 
 namespace diagnostic {
 // Incomplete on purpose: the compiler's "incomplete type" error spells out the arguments.
-template <class T>
-struct not_a_strata_policy;
 template <class Category, class... PoliciesOfThatCategory>
 struct more_than_one_policy_for_category;
 }  // namespace diagnostic
 
 namespace detail {
-
-template <class P>
-consteval bool check_is_policy() {
-  if constexpr (Policy<P>) {
-    return true;
-  } else {
-    static_assert(Policy<P>,
-                  "Strategy<...>: every argument must be a strata policy: Replicate, PS<N>, Partition<Axis>, "
-                  "AllReduce<Algorithm>, Compress<Codec>, Consistency<Model>, SparseRows, TensorParallel<Axis>");
-    return sizeof(diagnostic::not_a_strata_policy<P>) > 0;
-  }
-}
 
 template <class Category, class P>
 inline constexpr int in_category = std::is_same_v<category_of<P>, Category> ? 1 : 0;
@@ -128,17 +117,28 @@ struct filter_category<Category, P, Ps...> {
 };
 
 template <class Category, class... Ps>
-consteval bool check_at_most_one() {
-  if constexpr ((in_category<Category, Ps> + ... + 0) <= 1) {
-    return true;
-  } else {
-    static_assert((in_category<Category, Ps> + ... + 0) <= 1,
-                  "Strategy<...>: at most one policy per category (placement, partition, collective, compression, "
-                  "consistency, gradient, tensor); the incomplete type below names the category and the competing "
-                  "policies");
-    return sizeof(typename filter_category<Category, Ps...>::type) > 0;
-  }
-}
+inline constexpr bool at_most_one = (in_category<Category, Ps> + ... + 0) <= 1;
+
+template <class... Ps>
+inline constexpr bool at_most_one_per_category =
+    at_most_one<category::placement, Ps...> && at_most_one<category::partition, Ps...> &&
+    at_most_one<category::collective, Ps...> && at_most_one<category::compression, Ps...> &&
+    at_most_one<category::consistency, Ps...> && at_most_one<category::gradient, Ps...> &&
+    at_most_one<category::tensor, Ps...>;
+
+/// A complete type where `Category` has at most one policy among `Ps`; otherwise the
+/// incomplete more_than_one_policy_for_category<Category, competing...>, whose `sizeof` error
+/// spells out the category and the competing policies.
+template <class Category, class... Ps>
+using competing_policies =
+    std::conditional_t<at_most_one<Category, Ps...>, std::true_type, typename filter_category<Category, Ps...>::type>;
+template <class... Ps>
+inline constexpr bool competing_policies_named =
+    sizeof(competing_policies<category::placement, Ps...>) + sizeof(competing_policies<category::partition, Ps...>) +
+        sizeof(competing_policies<category::collective, Ps...>) + sizeof(competing_policies<category::compression, Ps...>) +
+        sizeof(competing_policies<category::consistency, Ps...>) + sizeof(competing_policies<category::gradient, Ps...>) +
+        sizeof(competing_policies<category::tensor, Ps...>) >
+    0;
 
 template <class Category, class Default, class... Ps>
 struct select_policy {
@@ -162,8 +162,9 @@ struct canonical_partition : std::type_identity<PartitionPolicy> {};
 template <int N, int Axis>
 struct canonical_partition<PS<N>, Partition<Axis, N>> : std::type_identity<Partition<Axis>> {};
 
+/// The canonical type of a list of policies, unchecked: defaults filled in, one per category.
 template <class... Ps>
-struct make_strategy_from_policies {
+struct canonical_of {
   using placement = select_t<category::placement, Replicate, Ps...>;
   using type = canonical_strategy<placement,
                                   typename canonical_partition<placement, select_t<category::partition, Unpartitioned, Ps...>>::type,
@@ -172,24 +173,52 @@ struct make_strategy_from_policies {
                                   select_t<category::consistency, Consistency<BSP>, Ps...>,
                                   select_t<category::gradient, DenseGradient, Ps...>,
                                   select_t<category::tensor, WholeTensor, Ps...>>;
-  static_assert(ObeysEveryRule<type>);
-  static_assert(type::descriptor == canonical_form(type::descriptor), "a strategy type and its canonical string disagree");
 };
+
+/// One static_assert per rule on the strategy type named `checked` in the enclosing scope,
+/// its message the rule's name and sentence (GCC before 14 prints only a string literal).
+/// Used where a strategy type is formed (Strategy<...>) and where a hand-spelled one enters
+/// (variable<S>), so that the broken rule is the first error and not a note below a
+/// concept's failure; a test holds the sentence to the first 5 lines (tests/compile_fail).
+#define STRATA_CHECK_RULE(Name, holds, sentence) \
+  static_assert(::strata::rules::holds(checked::descriptor), #Name ": " sentence);
+#define STRATA_CHECK_EVERY_RULE STRATA_EVERY_RULE(STRATA_CHECK_RULE)
 
 template <class... Ps>
 struct make_strategy {
-  static_assert((check_is_policy<Ps>() && ...));
+  static_assert((Policy<Ps> && ...),
+                "Strategy<...>: every argument must be a strata policy: Replicate, PS<N>, Partition<Axis>, "
+                "AllReduce<Algorithm>, Compress<Codec>, Consistency<Model>, SparseRows, TensorParallel<Axis>");
+  using type = typename canonical_of<>::type;  // after the error (whose note names the type): no cascade
 };
+
+// The rules are checked in the struct that Strategy<...> names and not one level deeper:
+// each level adds a "required from" line above the error. After an error the default
+// strategy stands in, so that one mistake is one error and not a cascade through every
+// variable, model and executor that uses the type.
 template <class... Ps>
   requires(Policy<Ps> && ...)
 struct make_strategy<Ps...> {
-  static_assert(check_at_most_one<category::placement, Ps...>() && check_at_most_one<category::partition, Ps...>() &&
-                check_at_most_one<category::collective, Ps...>() && check_at_most_one<category::compression, Ps...>() &&
-                check_at_most_one<category::consistency, Ps...>() && check_at_most_one<category::gradient, Ps...>() &&
-                check_at_most_one<category::tensor, Ps...>());
-  using type = typename make_strategy_from_policies<Ps...>::type;
+  static_assert(at_most_one_per_category<Ps...>,
+                "Strategy<...>: at most one policy per category (placement, partition, collective, compression, "
+                "consistency, gradient, tensor); the incomplete type in the next error names the category and the "
+                "competing policies");
+  static_assert(competing_policies_named<Ps...>);
+  using checked = typename std::conditional_t<at_most_one_per_category<Ps...> && (arguments_accepted_of<Ps> && ...),
+                                              canonical_of<Ps...>, canonical_of<>>::type;
+  STRATA_CHECK_EVERY_RULE
+  static_assert(checked::descriptor == canonical_form(checked::descriptor),
+                "a strategy type and its canonical string disagree");
+  using type = std::conditional_t<rules::first_broken(checked::descriptor) == nullptr, checked, canonical_of<>::type>;
 };
 
+}  // namespace detail
+
+namespace detail {
+/// `S` where it is valid, the default strategy where it is not: after a static_assert has
+/// named the broken rule, the code that goes on compiling raises no further errors.
+template <class S>
+using valid_or_default = std::conditional_t<ValidStrategy<S>, S, typename canonical_of<>::type>;
 }  // namespace detail
 
 /// A strategy: policies in any order, defaults filled in, validated, canonical.
@@ -211,13 +240,23 @@ template <CanonicalStrategy S>
 using vector_tensor = std::conditional_t<(S::descriptor.tensor_axis <= 0), typename S::tensor, WholeTensor>;
 }  // namespace detail
 
+namespace detail {
+template <CanonicalStrategy S>
+struct vector_strategy_of {
+  using checked = S;  // a hand-spelled S is checked here, one level from the user's line
+  STRATA_CHECK_EVERY_RULE
+  using valid = valid_or_default<S>;
+  using type = typename make_strategy<
+      typename valid::placement, vector_partition<valid>, typename valid::collective,
+      std::conditional_t<valid::descriptor.codec == codec_kind::powersgd, Compress<None>, typename valid::compression>,
+      typename valid::consistency, typename valid::gradient, vector_tensor<valid>>::type;
+};
+}  // namespace detail
+
 /// The strategy for vectors (biases) that sit next to matrices declared with `S`: `S` less
 /// what needs a second dimension (PowerSGD, which factorizes matrices; a partition or a
 /// tensor-parallel split along an axis other than 0), formed and checked like any Strategy<...>.
-template <ValidStrategy S>
-using vector_strategy_t = typename detail::make_strategy_from_policies<
-    typename S::placement, detail::vector_partition<S>, typename S::collective,
-    std::conditional_t<S::descriptor.codec == codec_kind::powersgd, Compress<None>, typename S::compression>,
-    typename S::consistency, typename S::gradient, detail::vector_tensor<S>>::type;
+template <CanonicalStrategy S>
+using vector_strategy_t = typename detail::vector_strategy_of<S>::type;
 
 }  // namespace strata
