@@ -128,6 +128,6 @@ endforeach()
 
 # --- a consumer finds it ------------------------------------------------------------------
 run(${CMAKE_COMMAND} -S "${CONSUMER_DIR}" -B "${WORK_DIR}/consumer" "-DCMAKE_PREFIX_PATH=${CURRENT_PACKAGES_DIR}"
-    "-DCMAKE_CXX_COMPILER=${CXX}" -DCMAKE_BUILD_TYPE=Release)
+    "-DCMAKE_CXX_COMPILER=${CXX}")  # no build type: unoptimized, 0.75x the compile time
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/consumer")
 run("${WORK_DIR}/consumer/consumer")
