@@ -37,6 +37,10 @@ struct block_mlp_config {
   int batch = 32;  // global, per update
   int micro_batches = 4;
   std::uint32_t seed = 7;
+  // Mistakes the safety-net tests make on purpose, on the tensor ranks other than the first:
+  bool split_weight_declared_whole = false;  // block0.w1, which each tensor rank holds a part of, without TensorParallel<0>
+  bool whole_init_differs = false;           // the whole tensors initialized from another seed there
+  bool batch_differs = false;                // another batch read there
 };
 
 /// Deterministic values in [-scale, scale) from (seed, stream, index).
@@ -99,7 +103,9 @@ class block_mlp {
   model_type make_model() {
     model_type m;
     for (tensor& t : tensors_) {
-      if (t.shape.size() == 1 && t.split == 0) m.add(variable<ColumnParallel>(t.name, t.value, t.grad, {t.shape[0]}));
+      if (c_.split_weight_declared_whole && t.name == "block0.w1")
+        m.add(variable<Dense>(t.name, t.value, t.grad, {t.shape[0], t.shape[1]}));
+      else if (t.shape.size() == 1 && t.split == 0) m.add(variable<ColumnParallel>(t.name, t.value, t.grad, {t.shape[0]}));
       else if (t.shape.size() == 1) m.add(variable<Dense>(t.name, t.value, t.grad, {t.shape[0]}));
       else if (t.split == 0) m.add(variable<ColumnParallel>(t.name, t.value, t.grad, {t.shape[0], t.shape[1]}));
       else if (t.split == 1) m.add(variable<RowParallel>(t.name, t.value, t.grad, {t.shape[0], t.shape[1]}));
@@ -123,6 +129,7 @@ class block_mlp {
       const std::vector<float>& x = s.x[k];
       std::vector<float>& a = s.a[k];
       a.assign(R * hidden_.count, 0.0f);
+      tensor_parallel::copy_to_group::forward(tp, std::span<const float>(x));  // checks x in STRATA_DEBUG=detail
       for (std::size_t r = 0; r < R; ++r)
         for (std::size_t h = 0; h < hidden_.count; ++h) {
           float z = tensors_[b.b1].value[h];
@@ -233,7 +240,8 @@ class block_mlp {
   /// [whole_rows, whole_cols] tensor, split over the tensor group along `split` (or whole: -1).
   std::size_t add(std::string name, std::size_t whole_rows, std::size_t whole_cols, std::size_t row0, std::size_t rows,
                   std::size_t col0, std::size_t cols, int stream, int split) {
-    const std::vector<float> whole = initial(c_.seed, stream, whole_rows, whole_cols, whole_cols == 1);
+    const bool differ = c_.whole_init_differs && split < 0 && at_.tp != 0;
+    const std::vector<float> whole = initial(c_.seed + (differ ? 100 : 0), stream, whole_rows, whole_cols, whole_cols == 1);
     tensor t{std::move(name), whole_cols == 1 ? std::vector<std::size_t>{rows} : std::vector<std::size_t>{rows, cols},
              std::vector<float>(rows * cols), std::vector<float>(rows * cols, 0.0f), row0, col0, whole_cols, split};
     for (std::size_t r = 0; r < rows; ++r)
@@ -250,9 +258,10 @@ class block_mlp {
   std::vector<float> inputs(std::int64_t update, int micro) const {
     const std::size_t R = micro_rows(), D = static_cast<std::size_t>(c_.features), row0 = first_row(micro);
     std::vector<float> x(R * D);
+    const std::uint32_t seed = c_.seed + (c_.batch_differs && at_.tp != 0 ? 3 : 1);
     for (std::size_t r = 0; r < R; ++r)
       for (std::size_t d = 0; d < D; ++d)
-        x[r * D + d] = uniform(c_.seed + 1, static_cast<std::uint32_t>(update),
+        x[r * D + d] = uniform(seed, static_cast<std::uint32_t>(update),
                                static_cast<std::uint32_t>((row0 + r) * D + d), 1.0f);
     return x;
   }

@@ -7,6 +7,12 @@
 // their schedule's bound (GPipe: every micro-batch; 1F1B: at most the stages from this one
 // to the last).
 //
+// The safety net's tests make a mistake on purpose on the tensor ranks other than the first:
+// --split-weight-declared-whole (block0.w1 without TensorParallel<0>: refused before a
+// checkpoint), --whole-init-differs (the whole tensors initialized otherwise: they must
+// still end equal to one rank's), --batch-differs (another batch: STRATA_DEBUG=detail names
+// the rank at the first step).
+//
 // With --stall RANK UPDATE that rank stops, and its pipeline neighbours' deadline must name
 // it (the fault test). With --sigstop RANK UPDATE WHERE that rank stops itself (SIGSTOP) at
 // its first tensor collective of that update's forward or backward, or of the evaluation
@@ -71,6 +77,11 @@ int main(int argc, char** argv) {
       ->expected(3);
   app.add_option("--evaluate-every", evaluate_every, "a forward-only evaluation pass after every this many updates")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--split-weight-declared-whole", config.split_weight_declared_whole,
+               "declare block0.w1, split over the tensor group, without TensorParallel<0>");
+  app.add_flag("--whole-init-differs", config.whole_init_differs,
+               "initialize the whole tensors otherwise on the tensor ranks but the first");
+  app.add_flag("--batch-differs", config.batch_differs, "read another batch on the tensor ranks but the first");
   CLI11_PARSE(app, argc, argv);
   try {
     mesh grid(ctx, parse_mesh(mesh_text, ctx.size()), checked_timeout(timeout, "--timeout"));

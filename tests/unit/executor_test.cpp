@@ -134,6 +134,22 @@ TEST_CASE("overlap bookkeeping: a gradient marked twice or never is named", "[ex
   });
 }
 
+TEST_CASE("detail checks name a gradient vector that reallocated after it was bound", "[executor][errors][debug]") {
+  loopback::run(1, [](loopback::context& ctx) {  // one rank: Catch2's checks are not for threads
+    std::vector<float> w(4), g(4, 1.0f), b(2), gb(2, 1.0f);
+    auto m = make_model(variable<Dense>("fc.weight", w, g, {2, 2}), variable<Dense>("fc.bias", b, gb, {2}));
+    CHECK(m.variables()[0].moved_buffer().empty());
+    auto exec = make_executor(ctx, m, optim::sgd{}, {.detail_checks = true});
+    CHECK(exec.step().updated);
+    g.assign(4, 2.0f);  // same size, same memory: still in place
+    CHECK(exec.step().updated);
+    gb.reserve(gb.capacity() * 4 + 64);  // the memory the executor reads is freed
+    CHECK(m.variables()[1].moved_buffer() == "gradient");
+    CHECK_THROWS_WITH(exec.step(), Catch::Contains("variable \"fc.bias\": the std::vector its gradient buffer was bound "
+                                                   "from has reallocated"));
+  });
+}
+
 TEST_CASE("the executor starts every replica from rank 0's parameters", "[executor]") {
   loopback::run(3, [](loopback::context& ctx) {
     std::vector<float> w(5, static_cast<float>(ctx.rank() + 10)), g(5);

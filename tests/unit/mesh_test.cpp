@@ -1,5 +1,6 @@
 // The mesh's arithmetic and the pipeline schedules, without communication.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -105,4 +106,19 @@ TEST_CASE("the ideal bubble is (p-1)/(m+p-1), and schedules refuse impossible sh
   CHECK(pipeline::ideal_bubble(4, 8) == Approx(3.0 / 11.0));
   CHECK_THROWS_WITH(pipeline::order(pipeline::gpipe{}, 2, 2, 4), Catch::Contains("stage 2 of 2 stages does not exist"));
   CHECK_THROWS_WITH(pipeline::order(pipeline::one_f_one_b{}, 2, 0, 0), Catch::Contains("0 micro-batches"));
+}
+
+TEST_CASE("STRATA_DEBUG says detail or off; a misspelling is refused, not ignored", "[debug]") {
+  CHECK_FALSE(debug_detail_from(""));
+  CHECK_FALSE(debug_detail_from("off"));
+  CHECK(debug_detail_from("detail"));
+  CHECK_THROWS_WITH(debug_detail_from("DETAIL"), Catch::Contains("say \"detail\" for the per-step checks"));
+}
+
+TEST_CASE("the detail checks' fingerprint tells values apart by one bit", "[debug]") {
+  const std::vector<float> a = {1.0f, -2.5f, 3.0f};
+  std::vector<float> b = a;
+  CHECK(fingerprint_of(a) == fingerprint_of(b));
+  b[2] = std::nextafter(b[2], 4.0f);
+  CHECK(fingerprint_of(a) != fingerprint_of(b));
 }

@@ -14,6 +14,7 @@
 #include <iterator>
 #include <future>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -31,6 +32,7 @@
 #include "strata/ckpt/exchange.hpp"
 #include "strata/ckpt/store.hpp"
 #include "strata/comm/communicator.hpp"
+#include "strata/debug.hpp"
 #include "strata/error.hpp"
 #include "strata/exec/signature.hpp"
 #include "strata/exec/step_bookkeeping.hpp"
@@ -58,12 +60,17 @@ struct executor_options {
   /// Which ranks host parameter-server shards: balanced by bytes, or all on rank 0 (what
   /// `builder::PS` asks for: pass `B::servers`). Must be equal on every rank (checked).
   server_assignment ps_servers = server_assignment::least_loaded;
+  /// The per-step checks of STRATA_DEBUG=detail (debug.hpp), on by default only there: every
+  /// bucket scanned for NaN and infinity (compression.scan_uncompressed), and the buffers
+  /// bound from a std::vector checked to be where they were bound.
+  bool detail_checks = debug_detail();
 };
 
 namespace detail {
 
-/// Returns `o`; throws usage_error for options no executor can run with.
-inline const executor_options& check_options(const executor_options& o) {
+/// Returns `o`, with every bucket scanned under detail checks; throws usage_error for options
+/// no executor can run with.
+inline executor_options check_options(executor_options o) {
   auto require = [](bool holds, std::string_view option, auto value, std::string_view range) {
     if (!holds) throw usage_error(fmt::format("executor_options::{} is {}; it must be {}", option, value, range));
   };
@@ -79,6 +86,7 @@ inline const executor_options& check_options(const executor_options& o) {
   require(o.compression.powersgd_warmup_steps >= 0, "compression.powersgd_warmup_steps", o.compression.powersgd_warmup_steps,
           "0 or more");
   checked_timeout(o.timeout.count(), "executor_options::timeout");
+  if (o.detail_checks) o.compression.scan_uncompressed = true;
   return o;
 }
 
@@ -118,7 +126,8 @@ std::vector<std::string> settings_signature(const executor_options& o, const O& 
 /// so a checkpoint restores into any other mesh, or into one rank.
 template <class ControlComm>
 struct mesh_placement {
-  ControlComm* world = nullptr;  ///< the world's control communicator
+  ControlComm* world = nullptr;   ///< the world's control communicator
+  ControlComm* tensor = nullptr;  ///< the tensor group's: its ranks hold the whole variables alike
   mesh_shape shape;
   mesh_coordinates at;
 };
@@ -172,6 +181,7 @@ class executor<Context, model<Strategies...>, O> {
       const std::vector<std::string> settings = detail::settings_signature(options_, optimizer_, has_parameter_server);
       signature.insert(signature.begin() + 2, settings.begin(), settings.end());
       verify_signature(context.control(), signature);
+      start_whole_variables_alike();  // before the data group's broadcast spreads them
       sync::synchronizer_resources<comm_type, O> resources{
           m.variables(), context.collectives(), *thread_, optimizer_,
           {options_.buckets, options_.allreduce, options_.compression}, options_.timeout};
@@ -208,6 +218,7 @@ class executor<Context, model<Strategies...>, O> {
   /// updates the parameters (returns updated = true); otherwise it only accumulates.
   step_stats step() {
     const auto start = std::chrono::steady_clock::now();
+    if (options_.detail_checks) require_buffers_in_place();
     steps_.require_all_ready();
     const micro_step m = steps_.phase(updates_);
     const trace::span traced("step", "step", 0, [&] {
@@ -236,8 +247,11 @@ class executor<Context, model<Strategies...>, O> {
       // Every rank saw the same non-finite sum, so every rank decides the same way.
       if (options_.compression.on_nonfinite == sync::nonfinite_policy::raise)
         throw numeric_error(fmt::format("the averaged gradient of \"{}\" is NaN or infinite (some rank produced "
-                                        "non-finite values); parameters were not updated. Lower the learning rate, check "
-                                        "the loss, or set compression.on_nonfinite = skip_step",
+                                        "non-finite values); parameters were not updated. The likely causes, most likely "
+                                        "first: a learning rate too high (lower it), a loss that overflows (check it), a "
+                                        "gradient or parameter buffer reallocated after it was bound (a std::vector that "
+                                        "grew: the executor reads the old memory; bind after the last resize). To skip "
+                                        "such steps instead, set compression.on_nonfinite = skip_step",
                                         *nonfinite));
       stats.skipped = true;
     } else if (m.last) {
@@ -317,8 +331,10 @@ class executor<Context, model<Strategies...>, O> {
     ckpt::state_set tensors = state();
     tensors.add_all(extra);
     const trace::span traced("checkpoint", "checkpoint", 0, [&] { return store.folder_of(updates_).string(); });
-    within_deadline(fmt::format("saving checkpoint {}", store.folder_of(updates_).string()),
-                    [&] { store.save(checkpoint_control(), updates_, tensors, meta, description()); });
+    within_deadline(fmt::format("saving checkpoint {}", store.folder_of(updates_).string()), [&] {
+      require_whole_variables_alike(fmt::format("before checkpoint {}", updates_));
+      store.save(checkpoint_control(), updates_, tensors, meta, description());
+    });
   }
 
   /// What a checkpoint says of this rank's variables (strata-ckpt info shows it): their
@@ -472,6 +488,117 @@ class executor<Context, model<Strategies...>, O> {
       }
       return placed;
     });
+  }
+
+  /// What a tensor group compares of each whole variable: its size and a fingerprint.
+  struct whole_values {
+    std::uint64_t elements;
+    std::uint32_t fingerprint, unused = 0;
+  };
+
+  /// The variables each rank of the tensor group holds whole (no TensorParallel<Axis>), the
+  /// replicated ones only or those of any placement; and what the group's ranks hold of
+  /// them, rank after rank. Empty without a tensor group.
+  std::pair<std::vector<std::size_t>, std::vector<whole_values>> tensor_group_values(bool replicated_only) {
+    static constexpr std::array<strategy_descriptor, sizeof...(Strategies)> descriptors = {Strategies::descriptor...};
+    if (!placement_ || placement_->shape.tp == 1) return {};
+    std::vector<std::size_t> whole;
+    std::vector<whole_values> mine;
+    for (std::size_t i = 0; i < model_->variables().size(); ++i) {
+      const strategy_descriptor& d = descriptors[model_->strategy_of({i})];
+      if (d.tensor_parallel() || (replicated_only && d.placement != placement_kind::replicate)) continue;
+      whole.push_back(i);
+      const std::span<const float> param = model_->variables()[i].param;
+      mine.push_back({param.size(), fingerprint_of(param)});
+    }
+    std::vector<whole_values> all(mine.size() * static_cast<std::size_t>(placement_->shape.tp));
+    placement_->tensor->allgather(std::span<const whole_values>(mine), std::span<whole_values>(all));
+    return {std::move(whole), std::move(all)};
+  }
+
+  /// How messages name rank `r` of this rank's tensor group.
+  std::string tensor_rank_named(int r) const {
+    mesh_coordinates c = placement_->at;
+    c.tp = r;
+    return describe_rank(placement_->shape, placement_->shape.rank(c));
+  }
+
+  /// Start-up, before the data group's broadcast: whole variables take the tensor group's
+  /// rank 0's values, so that every rank of a stage starts from the same whole tensors
+  /// whatever each initialized. Only those that differ move, and the stage's first rank
+  /// names them: a part of a split weight declared without TensorParallel<Axis> looks the
+  /// same here (require_whole_variables_alike refuses it before a checkpoint).
+  void start_whole_variables_alike() {
+    const auto [whole, all] = tensor_group_values(false);
+    const std::size_t n = whole.size();
+    std::vector<std::string> moved;
+    for (std::size_t k = 0; k < n; ++k) {
+      const variable_binding& v = model_->variables()[whole[k]];
+      bool differs = false;
+      for (std::size_t r = 1; r * n < all.size(); ++r) {
+        if (all[r * n + k].elements != all[k].elements)
+          throw usage_error(fmt::format("\"{}\" holds {} values on {} but {} on {} of the same tensor group, and its "
+                                        "strategy {} says each tensor rank holds it whole: declare a variable that each "
+                                        "tensor rank holds a part of with TensorParallel<Axis>",
+                                        v.name, all[r * n + k].elements, tensor_rank_named(static_cast<int>(r)),
+                                        all[k].elements, tensor_rank_named(0), v.strategy));
+        differs |= all[r * n + k].fingerprint != all[k].fingerprint;
+      }
+      if (!differs) continue;
+      placement_->tensor->broadcast(v.param, 0);
+      moved.push_back(fmt::format("\"{}\"", v.name));
+    }
+    if (!moved.empty() && placement_->at.dp == 0 && placement_->at.tp == 0)
+      std::fprintf(stderr,
+                   "strata: %s: %s started with other values on other ranks of the tensor group; all now start from "
+                   "%s. If one is a part of a split weight, declare it with TensorParallel<Axis>\n",
+                   describe_rank(placement_->shape, placement_->world->rank()).c_str(),
+                   fmt::format("{}", fmt::join(moved, ", ")).c_str(), tensor_rank_named(0).c_str());
+  }
+
+  /// Before a checkpoint: the tensor group's copies of each whole replicated variable must be
+  /// equal, or one rank's values would be saved as everyone's. A weight that each tensor rank
+  /// holds a part of, declared without TensorParallel<Axis>, differs here after its first
+  /// update. Every rank of the world throws usage_error, so none waits in the checkpoint for
+  /// ranks that left it.
+  void require_whole_variables_alike(std::string_view when) {
+    if (!placement_ || placement_->shape.tp == 1) return;
+    const auto [whole, all] = tensor_group_values(true);
+    const std::size_t n = whole.size();
+    std::vector<std::string> differing;
+    for (std::size_t k = 0; k < n; ++k)
+      for (std::size_t r = 1; r * n < all.size(); ++r)
+        if (all[r * n + k].fingerprint != all[k].fingerprint) {
+          differing.push_back(fmt::format("\"{}\" (on {})", model_->variables()[whole[k]].name,
+                                          tensor_rank_named(static_cast<int>(r))));
+          break;
+        }
+    const int found = static_cast<int>(differing.size());
+    std::vector<int> founds(static_cast<std::size_t>(placement_->world->size()));
+    placement_->world->allgather(std::span<const int>(&found, 1), std::span<int>(founds));
+    const auto finder = std::find_if(founds.begin(), founds.end(), [](int f) { return f > 0; });
+    if (finder == founds.end()) return;
+    if (differing.empty())
+      throw usage_error(fmt::format("{}: {} found whole variables that differ across its tensor group (its message names "
+                                    "them); no checkpoint was saved",
+                                    when, describe_rank(placement_->shape, static_cast<int>(finder - founds.begin()))));
+    throw usage_error(fmt::format("{}: {} differ{} from {}'s copy, though {} strategy says every rank of the tensor group "
+                                  "holds it whole; no checkpoint was saved. A weight that each tensor rank holds a part of "
+                                  "needs TensorParallel<Axis> in its strategy; a whole one must be computed alike on every "
+                                  "tensor rank (the same batch, the same arithmetic)",
+                                  when, fmt::join(differing, ", "), differing.size() == 1 ? "s" : "", tensor_rank_named(0),
+                                  differing.size() == 1 ? "its" : "each one's"));
+  }
+
+  /// Detail checks: a buffer bound from a std::vector that has since reallocated would be
+  /// read after it was freed (and its garbage blamed on the learning rate).
+  void require_buffers_in_place() const {
+    for (const variable_binding& v : model_->variables())
+      if (const std::string_view moved = v.moved_buffer(); !moved.empty())
+        throw binding_error(fmt::format("variable \"{}\": the std::vector its {} buffer was bound from has reallocated or "
+                                        "changed size since (detail checks); the executor would read freed memory. Bind "
+                                        "it after its last resize, and keep its size",
+                                        v.name, moved));
   }
 
   /// When a wait that starts now gives up.
@@ -669,7 +796,8 @@ auto make_executor(mesh<Context>& grid, M& m, O optimizer, executor_options opti
   if constexpr (detail::table_covers<M, comm, O>) {
     using control = std::remove_reference_t<decltype(grid.world().control())>;
     return executor<group_context<Context>, M, O>(grid.data(), m, std::move(optimizer), options,
-                                                  mesh_placement<control>{&grid.world().control(), grid.shape(),
+                                                  mesh_placement<control>{&grid.world().control(),
+                                                                          &grid.tensor().control(), grid.shape(),
                                                                           grid.coordinates()});
   } else {
     (void)sizeof(*detail::first_missing<comm, O>(static_cast<M*>(nullptr)));

@@ -24,7 +24,7 @@ struct build {
   /// Declares a variable of shape `Shape` (`dims<...>`) with the strategy `B` gives it; its
   /// buffers must hold exactly the shape's number of elements (binding_error otherwise).
   template <class Shape, class Gradient = DenseGradient>
-  static auto variable(std::string name, std::span<float> param, std::span<float> grad) {
+  static auto variable(std::string name, host_buffer param, host_buffer grad) {
     using V = variable_traits<Shape, Gradient>;
     return detail::declare<builder_strategy_t<B, V>, V::rank>(std::move(name), param, grad,
                                                               std::span<const std::size_t, V::rank>(V::extents));

@@ -8,6 +8,8 @@
 #include <numeric>
 #include <span>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -24,6 +26,21 @@
 
 namespace strata {
 
+/// Host memory a variable binds: any contiguous floats. Bound from a std::vector, it also
+/// remembers the vector, so that the executor's detail checks can tell that the vector has
+/// not reallocated since (the executor would read freed memory).
+struct host_buffer {
+  std::span<float> values;
+  const std::vector<float>* vector = nullptr;
+
+  host_buffer() = default;
+  host_buffer(float* data, std::size_t size) : values(data, size) {}
+  host_buffer(std::vector<float>& v) : values(v), vector(&v) {}
+  template <class R>
+    requires std::convertible_to<R&&, std::span<float>> && (!std::same_as<std::remove_cvref_t<R>, std::vector<float>>)
+  host_buffer(R&& r) : values(std::forward<R>(r)) {}
+};
+
 /// What every synchronizer sees of a variable, whatever its strategy.
 struct variable_binding {
   std::string name;
@@ -31,9 +48,20 @@ struct variable_binding {
   std::span<float> param;
   std::span<float> grad;
   std::string strategy;  ///< canonical string
+  /// The std::vectors param and grad were bound from, if they were.
+  const std::vector<float>* param_vector = nullptr;
+  const std::vector<float>* grad_vector = nullptr;
 
   std::size_t elements() const { return param.size(); }
   std::size_t bytes() const { return param.size() * sizeof(float); }
+  /// "parameter" or "gradient" when the std::vector that buffer was bound from has since
+  /// reallocated or changed size; empty when both are in place (or not bound from vectors).
+  std::string_view moved_buffer() const {
+    const auto moved = [](const std::vector<float>* v, std::span<float> s) {
+      return v && (v->data() != s.data() || v->size() != s.size());
+    };
+    return moved(param_vector, param) ? "parameter" : moved(grad_vector, grad) ? "gradient" : "";
+  }
 };
 
 /// Handle of a variable inside a model, in declaration order.
@@ -73,7 +101,7 @@ consteval bool check_rank_rules() {
 /// `build<B>::variable` share. `variable` checks the rank rules itself, one call nearer the
 /// user's line, so that their sentence comes in the first lines of the error.
 template <ValidStrategy S, std::size_t Rank>
-variable_declaration<S, Rank> declare(std::string name, std::span<float> param, std::span<float> grad,
+variable_declaration<S, Rank> declare(std::string name, host_buffer param, host_buffer grad,
                                       std::span<const std::size_t, Rank> shape) {
   static_assert(check_rank_rules<S, Rank>());
   const std::size_t elements = std::accumulate(shape.begin(), shape.end(), std::size_t{1}, std::multiplies<>());
@@ -83,11 +111,11 @@ variable_declaration<S, Rank> declare(std::string name, std::span<float> param, 
                                       "buffer of exactly that size",
                                       name, what, buffer.size(), fmt::join(shape, ", "), elements));
   };
-  check(param, "parameter");
+  check(param.values, "parameter");
   // Sparse gradients arrive as rows (executor::sparse_gradient): no dense gradient buffer.
-  if (!(S::descriptor.sparse_rows && grad.empty())) check(grad, "gradient");
-  return {variable_binding{std::move(name), std::vector<std::size_t>(shape.begin(), shape.end()), param, grad,
-                           strategy_name<S>()}};
+  if (!(S::descriptor.sparse_rows && grad.values.empty())) check(grad.values, "gradient");
+  return {variable_binding{std::move(name), std::vector<std::size_t>(shape.begin(), shape.end()), param.values,
+                           grad.values, strategy_name<S>(), param.vector, grad.vector}};
 }
 }  // namespace detail
 
@@ -101,7 +129,7 @@ variable_declaration<S, Rank> declare(std::string name, std::span<float> param, 
 /// as a canonical_strategy<...> and checked here: the deduced return type lets the broken
 /// rule be the first error, not a constraint failure in the signature.
 template <CanonicalStrategy S, std::size_t Rank>
-auto variable(std::string name, std::span<float> param, std::span<float> grad, const std::size_t (&shape)[Rank]) {
+auto variable(std::string name, host_buffer param, host_buffer grad, const std::size_t (&shape)[Rank]) {
   using checked = S;
   STRATA_CHECK_EVERY_RULE
   static_assert(CanonicalSpelling<S>);
@@ -130,7 +158,7 @@ auto variable(std::string name, device_span<float> param, device_span<float> gra
 /// negative extent.
 template <CanonicalStrategy S, std::integral I, std::size_t Rank>
   requires(!std::same_as<I, std::size_t>)
-auto variable(std::string name, std::span<float> param, std::span<float> grad, const I (&shape)[Rank]) {
+auto variable(std::string name, host_buffer param, host_buffer grad, const I (&shape)[Rank]) {
   using checked = S;
   STRATA_CHECK_EVERY_RULE
   static_assert(CanonicalSpelling<S>);

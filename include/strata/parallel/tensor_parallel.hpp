@@ -23,8 +23,10 @@
 // rank that waits longer than the group's timeout names the ranks that did not arrive, with
 // their mesh coordinates, and ends the job, as the executor's and the pipeline's deadlines do.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,8 +34,10 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "strata/comm/communicator.hpp"
+#include "strata/debug.hpp"
 #include "strata/detail/fixed_string.hpp"
 #include "strata/error.hpp"
 #include "strata/exec/bounded_collective.hpp"
@@ -75,13 +79,40 @@ void allgather(Group& group, std::span<const float> mine, std::span<float> all, 
                              fmt::format("the tensor group's all-gather of {} floats per rank ({})", mine.size(), call),
                              [&](auto& comm) { return comm.iallgather(mine, all); });
 }
+
+/// STRATA_DEBUG=detail: every rank of the group must hold the same `values` (`what`: a
+/// whole input, a whole output gradient). Throws usage_error on every rank, naming the
+/// ranks whose values differ from the group's rank 0's.
+template <CommContext Group>
+void require_alike(Group& group, std::span<const float> values, std::string_view call, std::string_view what) {
+  if (!debug_detail()) return;
+  // The fingerprint travels as two 16-bit halves, which floats hold exactly, through the
+  // group's bounded all-gather.
+  const std::uint32_t mine = fingerprint_of(values);
+  const std::array<float, 2> halves = {static_cast<float>(mine >> 16), static_cast<float>(mine & 0xFFFFu)};
+  std::vector<float> all(2 * static_cast<std::size_t>(group.control().size()));
+  allgather(group, halves, all, call);
+  std::vector<std::string> differ;
+  for (std::size_t r = 1; 2 * r < all.size(); ++r)
+    if (all[2 * r] != all[0] || all[2 * r + 1] != all[1])
+      differ.push_back(describe_job_rank(group, job_rank(group, static_cast<int>(r))));
+  if (!differ.empty())
+    throw usage_error(fmt::format("tensor_parallel::{} (STRATA_DEBUG=detail): {} of the tensor group hold{} another {} than "
+                                  "{}; every rank of a tensor group must read the same batch and compute alike what is not "
+                                  "split",
+                                  call, fmt::join(differ, ", "), differ.size() == 1 ? "s" : "", what,
+                                  describe_job_rank(group, job_rank(group, 0))));
+}
 }  // namespace detail
 
 /// Megatron's f: the input of a column-parallel layer.
 struct copy_to_group {
-  /// Every rank reads the whole input: nothing moves.
+  /// Every rank reads the whole input: nothing moves (with STRATA_DEBUG=detail, the group
+  /// checks that its ranks' inputs are equal).
   template <CommContext Group>
-  static void forward(Group&, std::span<const float>) {}
+  static void forward(Group& group, std::span<const float> input) {
+    detail::require_alike(group, input, "copy_to_group::forward", "input");
+  }
   /// Each rank's input gradient holds its shard's share; every rank needs their sum.
   template <CommContext Group>
   static void backward(Group& group, std::span<float> input_grad) {
@@ -96,9 +127,12 @@ struct reduce_from_group {
   static void forward(Group& group, std::span<float> partial_output) {
     detail::allreduce_sum(group, partial_output, "reduce_from_group::forward");
   }
-  /// The output's gradient is whole on every rank already: nothing moves.
+  /// The output's gradient is whole on every rank already: nothing moves (with
+  /// STRATA_DEBUG=detail, the group checks that it is equal on its ranks).
   template <CommContext Group>
-  static void backward(Group&, std::span<const float>) {}
+  static void backward(Group& group, std::span<const float> output_grad) {
+    detail::require_alike(group, output_grad, "reduce_from_group::backward", "output gradient");
+  }
 };
 
 /// The collectives below reorder or copy on the host: their group's buffers must be host
