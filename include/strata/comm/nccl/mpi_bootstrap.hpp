@@ -7,6 +7,7 @@
 #include <nccl.h>
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include <fmt/ranges.h>
 
 #include "strata/comm/communicator.hpp"
+#include "strata/comm/launch_environment.hpp"
 #include "strata/comm/mpi/mpi.hpp"
 #include "strata/comm/nccl/nccl.hpp"
 #include "strata/cuda/device.cuh"
@@ -24,9 +26,9 @@ namespace strata::nccl {
 
 namespace detail {
 
-/// The GPU of this rank: its local rank. Collective over `host`: when any rank's machine
-/// shows fewer GPUs than it runs ranks, every rank throws, naming the ranks without one,
-/// so that none is left waiting in NCCL's initialization.
+/// The GPU of this rank (device_of_local_rank): its local rank, or GPU 0 where it sees one.
+/// Collective over `host`: when any rank has none, every rank throws, naming the ranks
+/// without one, so that none is left waiting in NCCL's initialization.
 inline int choose_device(mpi::context& host) {
   int devices = 0;
   std::string trouble;  // a failure to count is reported as having no GPU, after the exchange
@@ -35,19 +37,21 @@ inline int choose_device(mpi::context& host) {
   } catch (const cuda_error& e) {
     trouble = std::string(" (counting them failed: ") + e.what() + ")";
   }
-  const int lacking = host.local_rank() >= devices ? 1 : 0;
+  const std::optional<int> device = device_of_local_rank(host.local_rank(), devices);
+  const int lacking = device ? 0 : 1;
   std::vector<int> lacks(static_cast<std::size_t>(host.size()));
   host.control().allgather(std::span<const int>(&lacking, 1), std::span<int>(lacks));
   std::vector<int> without;
   for (int r = 0; r < host.size(); ++r)
     if (lacks[static_cast<std::size_t>(r)]) without.push_back(r);
   if (!without.empty())
-    throw comm_error(fmt::format("nccl backend: no GPU for rank{} {} (local rank i of a machine takes its GPU i). "
+    throw comm_error(fmt::format("nccl backend: no GPU for rank{} {} (local rank i of a machine takes its GPU i, or "
+                                 "GPU 0 where it sees one). "
                                  "This is rank {}, local rank {} of {} on its machine, and it sees {} CUDA device(s){}; "
                                  "start at most one rank per GPU, or check CUDA_VISIBLE_DEVICES",
                                  without.size() > 1 ? "s" : "", fmt::join(without, ", "), host.rank(), host.local_rank(),
                                  host.local_size(), devices, trouble));
-  return host.local_rank();
+  return *device;
 }
 
 /// Rank 0 makes NCCL's unique id and broadcasts it, with the status of making it, so a
