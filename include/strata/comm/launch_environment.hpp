@@ -6,6 +6,7 @@
 // _LOCAL_SIZE). And which GPU a rank takes, from its local rank and the GPUs it sees.
 #include <charconv>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,6 +44,14 @@ struct launcher_variables {
   std::string_view rank, size, local_rank, local_size;
 };
 
+/// `text` as a whole number from `least` to `most`, or nullopt.
+inline std::optional<int> whole_number(std::string_view text, int least, int most) {
+  int value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < least || value > most) return std::nullopt;
+  return value;
+}
+
 inline constexpr launcher_variables launchers[] = {
     {launcher::torchrun, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
     {launcher::slurm, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", ""},
@@ -65,13 +74,11 @@ std::optional<launch_environment> read_launch_environment(Get&& get) {
       if (!text)
         throw usage_error(fmt::format("{} is set ({}) but {} is not: {} sets both; set {} to {}", v.rank, to_string(v.by),
                                       name, to_string(v.by), name, meaning));
-      const std::string_view s(text);
-      int value = 0;
-      const auto [end, error] = std::from_chars(s.data(), s.data() + s.size(), value);
-      if (error != std::errc() || end != s.data() + s.size() || value < least)
-        throw usage_error(fmt::format("{}=\"{}\" ({}): {} must be a whole number, at least {}", name, s, to_string(v.by),
-                                      meaning, least));
-      return value;
+      const std::optional<int> value = detail::whole_number(text, least, std::numeric_limits<int>::max());
+      if (!value)
+        throw usage_error(fmt::format("{}=\"{}\" ({}): {} must be a whole number, at least {}", name, text,
+                                      to_string(v.by), meaning, least));
+      return *value;
     };
     launch_environment e;
     e.by = v.by;
@@ -93,12 +100,11 @@ std::optional<launch_environment> read_launch_environment(Get&& get) {
       if (!port_text)
         throw usage_error("MASTER_ADDR is set but MASTER_PORT is not: set both (rank 0 listens on MASTER_PORT + 1), or "
                           "NCCL_COMM_ID=host:port");
-      const std::string_view s(port_text);
-      int port = 0;
-      const auto [end, error] = std::from_chars(s.data(), s.data() + s.size(), port);
-      if (error != std::errc() || end != s.data() + s.size() || port < 1 || port > 65534)
-        throw usage_error(fmt::format("MASTER_PORT=\"{}\": a port from 1 to 65534 (rank 0 listens on MASTER_PORT + 1)", s));
-      e.address = fmt::format("{}:{}", host, port + 1);
+      const std::optional<int> port = detail::whole_number(port_text, 1, 65534);
+      if (!port)
+        throw usage_error(
+            fmt::format("MASTER_PORT=\"{}\": a port from 1 to 65534 (rank 0 listens on MASTER_PORT + 1)", port_text));
+      e.address = fmt::format("{}:{}", host, *port + 1);
     }
     return e;
   }
