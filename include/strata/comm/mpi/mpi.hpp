@@ -299,9 +299,11 @@ class context {
   /// Start-up handshakes, barriers, checkpoints.
   communicator& control() { return *world_; }
 
-  /// Ends the whole job: mpirun then stops every rank and exits non-zero.
-  [[noreturn]] void abort() {
-    MPI_Abort(MPI_COMM_WORLD, 3);
+  /// Ends the whole job: mpirun then stops every rank and exits with `status` (not 0).
+  [[noreturn]] void abort(int status = 3) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, status);
     std::abort();  // MPI_Abort does not return; this satisfies [[noreturn]]
   }
 
