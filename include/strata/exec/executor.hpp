@@ -438,19 +438,24 @@ class executor<Context, model<Strategies...>, O> {
     return wait();
   }
 
+  /// What variable i's strategy says of it.
+  const strategy_descriptor& descriptor_of(std::size_t i) const {
+    static constexpr std::array<strategy_descriptor, sizeof...(Strategies)> descriptors = {Strategies::descriptor...};
+    return descriptors[model_->strategy_of({i})];
+  }
+
   /// The ranks that save and restore checkpoints together: the world, on a mesh.
   control_type& checkpoint_control() { return placement_ ? *placement_->world : context_->control(); }
 
   /// The tensor-parallel axis of the variable a state tensor belongs to (its name is the
   /// variable's, or the variable's followed by "/"), or -1.
   int tensor_axis_of(std::string_view tensor) const {
-    static constexpr std::array<strategy_descriptor, sizeof...(Strategies)> descriptors = {Strategies::descriptor...};
     std::size_t best = 0;
     int axis = -1;
     for (std::size_t i = 0; i < model_->variables().size(); ++i) {
       const std::string& name = model_->variables()[i].name;
       const bool owns = tensor == name || (tensor.starts_with(name) && tensor.size() > name.size() && tensor[name.size()] == '/');
-      if (owns && name.size() >= best) best = name.size(), axis = descriptors[model_->strategy_of({i})].tensor_axis;
+      if (owns && name.size() >= best) best = name.size(), axis = descriptor_of(i).tensor_axis;
     }
     return axis;
   }
@@ -500,12 +505,11 @@ class executor<Context, model<Strategies...>, O> {
   /// replicated ones only or those of any placement; and what the group's ranks hold of
   /// them, rank after rank. Empty without a tensor group.
   std::pair<std::vector<std::size_t>, std::vector<whole_values>> tensor_group_values(bool replicated_only) {
-    static constexpr std::array<strategy_descriptor, sizeof...(Strategies)> descriptors = {Strategies::descriptor...};
     if (!placement_ || placement_->shape.tp == 1) return {};
     std::vector<std::size_t> whole;
     std::vector<whole_values> mine;
     for (std::size_t i = 0; i < model_->variables().size(); ++i) {
-      const strategy_descriptor& d = descriptors[model_->strategy_of({i})];
+      const strategy_descriptor& d = descriptor_of(i);
       if (d.tensor_parallel() || (replicated_only && d.placement != placement_kind::replicate)) continue;
       whole.push_back(i);
       const std::span<const float> param = model_->variables()[i].param;
@@ -514,6 +518,16 @@ class executor<Context, model<Strategies...>, O> {
     std::vector<whole_values> all(mine.size() * static_cast<std::size_t>(placement_->shape.tp));
     placement_->tensor->allgather(std::span<const whole_values>(mine), std::span<whole_values>(all));
     return {std::move(whole), std::move(all)};
+  }
+
+  /// The first rank of the tensor group whose `field` of whole variable k (of n per rank)
+  /// differs from rank 0's, or 0 where none does.
+  template <class Field>
+  static std::size_t first_rank_differing(const std::vector<whole_values>& all, std::size_t n, std::size_t k,
+                                          Field whole_values::*field) {
+    for (std::size_t r = 1; r * n < all.size(); ++r)
+      if (all[r * n + k].*field != all[k].*field) return r;
+    return 0;
   }
 
   /// How messages name rank `r` of this rank's tensor group.
@@ -534,26 +548,21 @@ class executor<Context, model<Strategies...>, O> {
     std::vector<std::string> moved;
     for (std::size_t k = 0; k < n; ++k) {
       const variable_binding& v = model_->variables()[whole[k]];
-      bool differs = false;
-      for (std::size_t r = 1; r * n < all.size(); ++r) {
-        if (all[r * n + k].elements != all[k].elements)
-          throw usage_error(fmt::format("\"{}\" holds {} values on {} but {} on {} of the same tensor group, and its "
-                                        "strategy {} says each tensor rank holds it whole: declare a variable that each "
-                                        "tensor rank holds a part of with TensorParallel<Axis>",
-                                        v.name, all[r * n + k].elements, tensor_rank_named(static_cast<int>(r)),
-                                        all[k].elements, tensor_rank_named(0), v.strategy));
-        differs |= all[r * n + k].fingerprint != all[k].fingerprint;
-      }
-      if (!differs) continue;
+      if (const std::size_t r = first_rank_differing(all, n, k, &whole_values::elements))
+        throw usage_error(fmt::format("\"{}\" holds {} values on {} but {} on {} of the same tensor group, and its "
+                                      "strategy {} says each tensor rank holds it whole: declare a variable that each "
+                                      "tensor rank holds a part of with TensorParallel<Axis>",
+                                      v.name, all[r * n + k].elements, tensor_rank_named(static_cast<int>(r)),
+                                      all[k].elements, tensor_rank_named(0), v.strategy));
+      if (!first_rank_differing(all, n, k, &whole_values::fingerprint)) continue;
       placement_->tensor->broadcast(v.param, 0);
       moved.push_back(fmt::format("\"{}\"", v.name));
     }
     if (!moved.empty() && placement_->at.dp == 0 && placement_->at.tp == 0)
-      std::fprintf(stderr,
-                   "strata: %s: %s started with other values on other ranks of the tensor group; all now start from "
-                   "%s. If one is a part of a split weight, declare it with TensorParallel<Axis>\n",
-                   describe_rank(placement_->shape, placement_->world->rank()).c_str(),
-                   fmt::format("{}", fmt::join(moved, ", ")).c_str(), tensor_rank_named(0).c_str());
+      fmt::print(stderr,
+                 "strata: {}: {} started with other values on other ranks of the tensor group; all now start from {}. "
+                 "If one is a part of a split weight, declare it with TensorParallel<Axis>\n",
+                 describe_rank(placement_->shape, placement_->world->rank()), fmt::join(moved, ", "), tensor_rank_named(0));
   }
 
   /// Before a checkpoint: the tensor group's copies of each whole replicated variable must be
@@ -567,12 +576,9 @@ class executor<Context, model<Strategies...>, O> {
     const std::size_t n = whole.size();
     std::vector<std::string> differing;
     for (std::size_t k = 0; k < n; ++k)
-      for (std::size_t r = 1; r * n < all.size(); ++r)
-        if (all[r * n + k].fingerprint != all[k].fingerprint) {
-          differing.push_back(fmt::format("\"{}\" (on {})", model_->variables()[whole[k]].name,
-                                          tensor_rank_named(static_cast<int>(r))));
-          break;
-        }
+      if (const std::size_t r = first_rank_differing(all, n, k, &whole_values::fingerprint))
+        differing.push_back(fmt::format("\"{}\" (on {})", model_->variables()[whole[k]].name,
+                                        tensor_rank_named(static_cast<int>(r))));
     const int found = static_cast<int>(differing.size());
     std::vector<int> founds(static_cast<std::size_t>(placement_->world->size()));
     placement_->world->allgather(std::span<const int>(&found, 1), std::span<int>(founds));
