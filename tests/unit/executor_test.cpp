@@ -251,6 +251,27 @@ TEST_CASE("hyper-parameters and options outside their ranges are refused at star
     CHECK_THROWS_WITH(exec.step(), Catch::Contains("the optimizer's lr is nan at update 2; it must be a number in [0, inf)"));
     CHECK(std::ranges::all_of(w, [](float x) { return std::isfinite(x); }));
   });
+  // Momentum turned on by a schedule after the executor was made without it: there is no
+  // velocity to update (each element would have shared one), so the update is refused.
+  loopback::run(1, [](loopback::context& ctx) {
+    std::vector<float> w(5, 1.0f), g(5, 1.0f);
+    auto m = make_model(variable<Dense>("w", w, g, {5}));
+    auto exec = make_executor(ctx, m, optim::sgd{.lr = 0.1f});
+    exec.step();
+    exec.optimizer().momentum = 0.9f;
+    CHECK_THROWS_WITH(exec.step(), Catch::Contains("at update 2: momentum was turned on, but it was 0 when the executor "
+                                                   "was made"));
+  });
+  // Made with momentum, a schedule may lower it to 0 and raise it again.
+  loopback::run(1, [](loopback::context& ctx) {
+    std::vector<float> w(5, 1.0f), g(5, 1.0f);
+    auto m = make_model(variable<Dense>("w", w, g, {5}));
+    auto exec = make_executor(ctx, m, optim::sgd{.lr = 0.1f, .momentum = 0.5f});
+    exec.optimizer().momentum = 0.0f;
+    exec.step();
+    exec.optimizer().momentum = 0.5f;
+    CHECK_NOTHROW(exec.step());
+  });
 }
 
 TEST_CASE("a rank that never arrives is named in a timeout instead of a hang", "[executor][timeout]") {

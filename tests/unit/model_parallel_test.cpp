@@ -116,6 +116,11 @@ TEST_CASE("the pipeline driver hands activations forward and their gradients bac
     }));
   CHECK_NOTHROW(loopback::run(2, [](loopback::context& ctx) {
     expect(throws_saying([&] { pipeline::driver(ctx, {}); }, "0 activation sizes for 2 stages"), "a missing boundary is refused");
+    // A negative count is a usage error before anything is sized by it (not std::length_error).
+    pipeline::driver pipe(ctx, {1});
+    const auto pass = [](int, std::span<const float>, std::span<float>) {};
+    expect(throws_saying([&] { pipe.run(pipeline::one_f_one_b{}, -1, pass, pass); }, "-1 micro-batches"),
+           "a negative micro-batch count is refused");
   }));
   // Forward only (an evaluation): each micro-batch passes every stage once, in order.
   CHECK_NOTHROW(loopback::run(stages, [&](loopback::context& ctx) {

@@ -46,6 +46,9 @@ TEST_CASE("two variables with one name are refused", "[model]") {
   m.add(variable<Dense>("layer0", w, g, {4}));
   CHECK_THROWS_AS(m.add(variable<Dense>("layer0", w, g, {4})), binding_error);
   CHECK_THROWS_WITH(m.id("layer1"), Catch::Contains("no variable called \"layer1\""));
+  // An id of another model is a usage error (exit 64), not an out_of_range worth a restart.
+  CHECK_THROWS_WITH(m[variable_id{1}], Catch::Contains("variable id 1 is not one of this model's 1 variables"));
+  CHECK_THROWS_AS(m.strategy_of(variable_id{7}), binding_error);
 }
 
 TEST_CASE("shapes take extents of any integer type, and refuse negative ones", "[model]") {

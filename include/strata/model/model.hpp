@@ -49,8 +49,10 @@ class model {
   }
 
   std::span<const variable_binding> variables() const { return variables_; }
-  const variable_binding& operator[](variable_id id) const { return variables_.at(id.index); }
-  std::size_t strategy_of(variable_id id) const { return strategy_of_.at(id.index); }
+  /// Variable `id`'s binding and the index of its strategy; throw binding_error for an id not
+  /// of this model.
+  const variable_binding& operator[](variable_id id) const { return variables_[checked(id)]; }
+  std::size_t strategy_of(variable_id id) const { return strategy_of_[checked(id)]; }
 
   /// The id of the variable called `name`; throws binding_error listing no match.
   variable_id id(std::string_view name) const {
@@ -69,6 +71,13 @@ class model {
   }
 
  private:
+  std::size_t checked(variable_id id) const {
+    if (id.index >= variables_.size())
+      throw binding_error(fmt::format("variable id {} is not one of this model's {} variables; use the id that add() or "
+                                      "id(name) returned", id.index, variables_.size()));
+    return id.index;
+  }
+
   std::vector<variable_binding> variables_;
   std::vector<std::size_t> strategy_of_;
 };

@@ -79,11 +79,19 @@ class hyper_parameter_check {
       if (checked_ && std::memcmp(static_cast<const void*>(&*checked_), static_cast<const void*>(&optimizer), sizeof(O)) == 0)
         return;
     check_hyper_parameters(optimizer, update);
+    // An optimizer whose state depends on a hyper-parameter (SGD's velocity exists only with
+    // momentum) says when its state, made at start-up, cannot serve the new values.
+    if constexpr (requires { { optimizer.state_refuses(optimizer) } -> std::convertible_to<std::string>; })
+      if (made_with_)
+        if (const std::string why = optimizer.state_refuses(*made_with_); !why.empty())
+          throw usage_error("the optimizer's hyper-parameters at update " + std::to_string(update) + ": " + why);
+    if (!made_with_) made_with_ = optimizer;
     checked_ = optimizer;
   }
 
  private:
-  std::optional<O> checked_;  // as last found in range
+  std::optional<O> checked_;    // as last found in range
+  std::optional<O> made_with_;  // as at start-up, when the state was made
 };
 
 /// Bytes of one variable's optimizer state.

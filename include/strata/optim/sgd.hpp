@@ -3,6 +3,7 @@
 // PyTorch's semantics (momentum buffer starts at the first gradient, no dampening).
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "strata/config.hpp"
@@ -42,6 +43,14 @@ struct sgd {
   std::vector<hyper_parameter> hyper_parameters() const {
     return {non_negative("lr", lr), fraction("momentum", momentum, true), non_negative("weight_decay", weight_decay),
             flag("nesterov", nesterov)};
+  }
+
+  /// Why state made with `made_with`'s hyper-parameters cannot serve these, or empty: the
+  /// velocity exists only where momentum was on at start-up.
+  std::string state_refuses(const sgd& made_with) const {
+    if (momentum == 0.0f || made_with.momentum != 0.0f) return {};
+    return "momentum was turned on, but it was 0 when the executor was made, so no velocity was kept; make the "
+           "executor with the momentum on (a schedule may then lower it to 0 and raise it again)";
   }
 
   /// The state's tensors by name (PyTorch's), for checkpoints.

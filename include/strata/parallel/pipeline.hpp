@@ -156,6 +156,7 @@ class driver {
   /// that does not come within the timeout ends the job, naming the stage it waited for.
   template <class Schedule, StageFunction Forward, StageFunction Backward>
   run_stats run(Schedule schedule, int micro_batches, Forward&& forward, Backward&& backward) {
+    detail::require_shape(stages(), stage(), micro_batches);  // before the buffers are sized by it
     const auto start = std::chrono::steady_clock::now();
     run_stats stats;
     std::vector<buffer> inputs(static_cast<std::size_t>(micro_batches));  // held from forward to backward
