@@ -2,7 +2,8 @@
 // Quoting user input in error messages: whole UTF-8 characters only, and a bounded excerpt of
 // long input (a 100 kB strategy string or environment value is not echoed back whole). And
 // building messages without fmt, for the headers that nvcc compiles too (nvcc cannot compile
-// fmt): cat, join, hex, zero_padded.
+// fmt): cat, join, hex, shortest, zero_padded.
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -73,6 +74,17 @@ inline std::string hex(std::uint64_t value) {
   char digits[17];
   std::snprintf(digits, sizeof digits, "%016llx", static_cast<unsigned long long>(value));
   return digits;
+}
+
+/// `value` in the shortest decimal form that reads back as it, as fmt's "{}" writes it:
+/// without an exponent from 1e-4 up to 1e16 (0.3, 1000000000000), with one beyond (1e+20).
+inline std::string shortest(double value) {
+  char digits[64];  // a fixed form below 1e16 and a shortest one are both far shorter
+  const double magnitude = value < 0 ? -value : value;
+  const bool fixed = magnitude >= 1e-4 && magnitude < 1e16;
+  const auto end = fixed ? std::to_chars(digits, digits + sizeof digits, value, std::chars_format::fixed).ptr
+                         : std::to_chars(digits, digits + sizeof digits, value).ptr;
+  return {digits, end};
 }
 
 /// `value` in decimal, padded with zeros to at least `width` characters (the sign included).

@@ -604,12 +604,21 @@ class nccl_executor {
     std::visit([&](auto& data) { start_reduction(b, data, m); }, b.data);
   }
 
+  /// fp32 gradients are summed and averaged inside the optimizer's kernel (a pass fewer);
+  /// 16-bit ones are averaged by NCCL as they are reduced, for their sum over 8 ranks can
+  /// overflow where their mean does not.
   template <class T>
   void start_reduction(bucket& b, bucket_data<T>& data, micro_step m) {
     data.grads.pack(data.wire.span().first(b.elements), comm_.stream());
     if (!accumulate(b, data.wire.span().first(b.elements), m)) return;
-    if (b.sharded) comm_.ireduce_scatter_sum(data.wire.span());
-    else comm_.iallreduce_sum(data.wire.span());
+    const std::span<T> wire = data.wire.span();
+    if constexpr (std::is_same_v<T, float>) {
+      if (b.sharded) comm_.ireduce_scatter_sum(wire);
+      else comm_.iallreduce_sum(wire);
+    } else {
+      if (b.sharded) comm_.ireduce_scatter_average(wire);
+      else comm_.iallreduce_average(wire);
+    }
   }
 
   /// Averages before narrowing: the sum of P averages stays in range wherever the
@@ -644,10 +653,10 @@ class nccl_executor {
 
   /// Enqueues a reduced bucket's averaging and update, and for a sharded bucket the
   /// all-gather of the updated slices. fp32 sums are averaged inside the optimizer's kernel
-  /// (grad_scale): a pass over the bucket fewer.
+  /// (grad_scale): a pass over the bucket fewer; 16-bit buckets arrive averaged.
   template <class T>
   void update(const bucket& b, bucket_data<T>& data, std::int64_t update) {
-    const float scale = average_scale();
+    const float scale = std::is_same_v<T, float> ? average_scale() : 1.0f;
     const cudaStream_t stream = comm_.stream();
     const std::span<T> wire = data.wire.span();
     if (!data.params) {  // fp32, replicated: the user's parameters are the master copy

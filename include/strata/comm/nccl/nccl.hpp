@@ -50,13 +50,14 @@
 #include "strata/comm/communicator.hpp"
 #include "strata/cuda/buffer.cuh"
 #include "strata/error.hpp"
+#include "strata/timeout_setting.hpp"
 
 namespace strata::nccl {
 
 struct options {
   /// How long initialization, a split and each wait may take before the communicator is
-  /// aborted and timeout_error thrown.
-  std::chrono::milliseconds timeout = std::chrono::minutes(5);
+  /// aborted and timeout_error thrown: STRATA_TIMEOUT_SECONDS, as for every other wait.
+  std::chrono::milliseconds timeout = std::chrono::ceil<std::chrono::milliseconds>(default_timeout());
 };
 
 /// What travels point to point: the element types, and bytes.
@@ -361,9 +362,14 @@ class communicator {
 
   template <Element T>
   request iallreduce_sum(std::span<T> data) {
-    return launch("ncclAllReduce", [&](ncclComm_t comm, cudaStream_t stream) {
-      return ncclAllReduce(data.data(), data.data(), data.size(), detail::datatype<T>(), ncclSum, comm, stream);
-    });
+    return iallreduce(data, ncclSum);
+  }
+  /// The mean over the ranks, in place. NCCL multiplies each rank's 16-bit values by
+  /// 1/size() before it adds them (ncclAvg is a pre-multiplied sum for floating types), so
+  /// the mean stays in range wherever the values do; their sum over 8 ranks may not.
+  template <Element T>
+  request iallreduce_average(std::span<T> data) {
+    return iallreduce(data, ncclAvg);
   }
 
   /// In place: `data` holds size() equal blocks; afterwards this rank's block (at
@@ -371,11 +377,12 @@ class communicator {
   /// unspecified. The first half of a sharded update.
   template <Element T>
   request ireduce_scatter_sum(std::span<T> data) {
-    const std::size_t block = equal_blocks(data.size(), "ireduce_scatter_sum");
-    return launch("ncclReduceScatter", [&](ncclComm_t comm, cudaStream_t stream) {
-      return ncclReduceScatter(data.data(), data.data() + static_cast<std::size_t>(rank()) * block, block, detail::datatype<T>(), ncclSum, comm,
-                               stream);
-    });
+    return ireduce_scatter(data, ncclSum);
+  }
+  /// ireduce_scatter_sum's mean instead of its sum, pre-multiplied as iallreduce_average's.
+  template <Element T>
+  request ireduce_scatter_average(std::span<T> data) {
+    return ireduce_scatter(data, ncclAvg);
   }
 
   /// In place: every rank's block of `data` (size() equal blocks; rank r's at r * block)
@@ -468,6 +475,22 @@ class communicator {
   void abort(std::string reason = "aborted by the caller") noexcept { state_->abort(std::move(reason)); }
 
  private:
+  template <Element T>
+  request iallreduce(std::span<T> data, ncclRedOp_t op) {
+    return launch("ncclAllReduce", [&](ncclComm_t comm, cudaStream_t stream) {
+      return ncclAllReduce(data.data(), data.data(), data.size(), detail::datatype<T>(), op, comm, stream);
+    });
+  }
+
+  template <Element T>
+  request ireduce_scatter(std::span<T> data, ncclRedOp_t op) {
+    const std::size_t block = equal_blocks(data.size(), "ireduce_scatter");
+    return launch("ncclReduceScatter", [&](ncclComm_t comm, cudaStream_t stream) {
+      return ncclReduceScatter(data.data(), data.data() + static_cast<std::size_t>(rank()) * block, block,
+                               detail::datatype<T>(), op, comm, stream);
+    });
+  }
+
   explicit communicator(std::shared_ptr<detail::comm_state> state) : state_(std::move(state)) {}
 
   // NCCL allows 2048 operations in one group.
