@@ -277,11 +277,7 @@ class context {
   /// status 1) instead, since finalizing after a failed collective can crash.
   ~context() {
     if (writes_timeline_) trace::write_or_warn();
-    if (owns_mpi_ && failed_call()) {
-      std::fflush(stdout);
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    if (owns_mpi_ && failed_call()) abort(1);
     for (MPI_Comm& c : owned_) MPI_Comm_free(&c);
     if (owns_mpi_) MPI_Finalize();
   }
