@@ -57,10 +57,11 @@ class StrataConan(ConanFile):
     # openmpi has no MPI::MPI_CXX target, which the project's CMakeLists.txt links, unless it is
     # built with the deprecated C++ bindings.) What is copied here is what `cmake --install`
     # installs without CUDA, less the project's own config and .pc files (Conan's generators
-    # write those): include/strata/**/*.hpp but include/strata/comm/nccl/, and bin/strata-launch.
+    # write those): include/strata/**/*.hpp and *.ipp but include/strata/comm/nccl/, and bin/strata-launch.
     def package(self):
-        copy(self, "*.hpp", src=os.path.join(self.source_folder, "include"),
-             dst=os.path.join(self.package_folder, "include"), excludes=("strata/comm/nccl/*",))
+        for headers in ("*.hpp", "*.ipp"):  # *.ipp: the definitions a header-only build includes
+            copy(self, headers, src=os.path.join(self.source_folder, "include"),
+                 dst=os.path.join(self.package_folder, "include"), excludes=("strata/comm/nccl/*",))
         copy(self, "strata-launch", src=os.path.join(self.source_folder, "tools"),
              dst=os.path.join(self.package_folder, "bin"))
         copy(self, "LICENSE", src=self.source_folder, dst=os.path.join(self.package_folder, "licenses"))

@@ -9,10 +9,8 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
 #include "strata/comm/communicator.hpp"
+#include "strata/config.hpp"
 #include "strata/error.hpp"
 #include "strata/exec/signature_check.hpp"
 #include "strata/model/variable.hpp"
@@ -22,14 +20,8 @@ namespace strata {
 /// One line per fact: the library and world, the micro-batches per update (ranks that
 /// accumulate differently would pair one rank's update with another's micro-batch), then
 /// every variable.
-inline std::vector<std::string> model_signature(std::span<const variable_binding> variables, int world_size,
-                                                int micro_batches) {
-  std::vector<std::string> lines = {signature_header(world_size),
-                                    setting_line("accumulation_steps", std::to_string(micro_batches))};
-  for (const variable_binding& v : variables)
-    lines.push_back(fmt::format("variable \"{}\" [{}] float32 {}", v.name, fmt::join(v.shape, ","), v.strategy));
-  return lines;
-}
+STRATA_DECL std::vector<std::string> model_signature(std::span<const variable_binding> variables, int world_size,
+                                                     int micro_batches);
 
 /// Compares this rank's signature with every other rank's; throws signature_error on every
 /// rank if any differ. A collective on `comm`: every rank must call it.
@@ -39,3 +31,7 @@ void verify_signature(C& comm, const std::vector<std::string>& lines) {
 }
 
 }  // namespace strata
+
+#if defined(STRATA_HEADER_ONLY)
+#include "strata/exec/impl/signature.ipp"
+#endif

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "strata/config.hpp"
+
 namespace strata::optim {
 
 struct hyper_parameter {
@@ -21,21 +23,9 @@ struct hyper_parameter {
     return std::isfinite(value) && (low_open ? value > low : value >= low) && (high_open ? value < high : value <= high);
   }
   /// The value, shortest that reads back exactly: "0.1", "1e-08".
-  std::string value_text() const {
-    char text[32];
-    return {text, std::to_chars(text, text + sizeof text, value).ptr};
-  }
+  STRATA_DECL std::string value_text() const;
   /// The range as "[0, 1)" or "(0, inf)".
-  std::string range() const {
-    auto number = [](double x) {
-      if (std::isinf(x)) return std::string("inf");
-      std::string text = std::to_string(x);
-      text.erase(text.find_last_not_of('0') + 1);  // 1.000000 -> 1.
-      if (text.back() == '.') text.pop_back();
-      return text;
-    };
-    return (low_open ? "(" : "[") + number(low) + ", " + number(high) + (high_open || std::isinf(high) ? ")" : "]");
-  }
+  STRATA_DECL std::string range() const;
 };
 
 /// A hyper-parameter in [0, inf): learning rates, weight decay, accumulator starts.
@@ -52,3 +42,7 @@ inline hyper_parameter fraction(std::string name, float value, bool closed = fal
 inline hyper_parameter flag(std::string name, bool value) { return {std::move(name), value ? 1.0f : 0.0f, 0.0, 1.0}; }
 
 }  // namespace strata::optim
+
+#if defined(STRATA_HEADER_ONLY)
+#include "strata/optim/impl/hyper_parameters.ipp"
+#endif

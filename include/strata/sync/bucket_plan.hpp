@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "strata/config.hpp"
+
 namespace strata::sync {
 
 struct bucket_options {
@@ -24,19 +26,11 @@ struct bucket_layout {
 /// Assigns variables of the given element counts to buckets. A bucket closes as soon as it
 /// holds at least its capacity, so buckets never split a variable and a variable larger
 /// than the capacity closes the bucket it lands in.
-inline std::vector<bucket_layout> plan_buckets(std::span<const std::size_t> elements, std::size_t element_bytes,
-                                               const bucket_options& options) {
-  std::vector<bucket_layout> buckets;
-  bucket_layout open;
-  auto capacity = [&] { return buckets.empty() ? options.first_bucket_bytes : options.bucket_bytes; };
-  for (std::size_t k = elements.size(); k-- > 0;) {
-    open.members.push_back(k);
-    open.offsets.push_back(open.elements);
-    open.elements += elements[k];
-    if (open.elements * element_bytes >= capacity()) buckets.push_back(std::exchange(open, {}));
-  }
-  if (!open.members.empty()) buckets.push_back(std::move(open));
-  return buckets;
-}
+STRATA_DECL std::vector<bucket_layout> plan_buckets(std::span<const std::size_t> elements, std::size_t element_bytes,
+                                                    const bucket_options& options);
 
 }  // namespace strata::sync
+
+#if defined(STRATA_HEADER_ONLY)
+#include "strata/sync/impl/bucket_plan.ipp"
+#endif

@@ -27,36 +27,10 @@ class comm_thread {
   }
 
   /// Queues `job`; the future reports its completion or rethrows its exception.
-  std::future<void> submit(std::function<void()> job) {
-    std::packaged_task<void()> task(std::move(job));
-    std::future<void> done = task.get_future();
-    {
-      std::lock_guard lock(mutex_);
-      jobs_.push_back(std::move(task));
-    }
-    wake_.notify_one();
-    return done;
-  }
+  STRATA_DECL std::future<void> submit(std::function<void()> job);
 
  private:
-  void run(std::stop_token stop) {
-    trace::name_thread("communication");
-    // A finished job is released only once the lock is taken again: its shared state may
-    // hold the exception the submitter is still handling, and the lock orders that handling
-    // (the submitter's next submit, or the destructor) before the release, which the
-    // exception's reference count (inside the C++ runtime) does not show ThreadSanitizer.
-    std::packaged_task<void()> job;
-    for (;;) {
-      {
-        std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] { return !jobs_.empty() || stop.stop_requested(); });
-        if (jobs_.empty()) return;  // stop requested and nothing left to run
-        job = std::move(jobs_.front());  // releases the previous job
-        jobs_.pop_front();
-      }
-      job();
-    }
-  }
+  STRATA_DECL void run(std::stop_token stop);
 
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -65,3 +39,7 @@ class comm_thread {
 };
 
 }  // namespace strata::sync
+
+#if defined(STRATA_HEADER_ONLY)
+#include "strata/sync/impl/comm_thread.ipp"
+#endif

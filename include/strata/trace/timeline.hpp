@@ -10,12 +10,10 @@
 // (a lock no other thread takes until the file is written), at most max_events per thread;
 // later events are counted as dropped, so a long run's memory stays bounded.
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -26,9 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "strata/detail/outputs.hpp"
+#include "strata/config.hpp"
 #include "strata/error.hpp"
 
 namespace strata::trace {
@@ -84,27 +80,11 @@ class timeline {
   /// backend's context calls it once every rank is up, right after a barrier).
   /// A file that cannot be written (a device, a folder without permission) is said at once,
   /// by rank 0, and nothing is recorded: the timeline explains a run, it does not stop one.
-  void start_from_environment(int rank, int ranks) {
-    const std::filesystem::path given = std::getenv("STRATA_TIMELINE"), file = file_of(given, rank);
-    try {
-      if (!names_folder(given)) require_writable_file(given, "STRATA_TIMELINE");  // a file's name: no device
-      require_writable_file(file, "STRATA_TIMELINE");
-    } catch (const error& e) {
-      if (rank == 0) std::fprintf(stderr, "strata: %s; no timeline is recorded\n", e.what());
-      return;
-    }
-    start(file, rank, ranks);
-  }
+  STRATA_DECL void start_from_environment(int rank, int ranks);
 
   /// The file of `rank` for STRATA_TIMELINE=`path`: "t.json" -> "t.rank3.json", "t" -> "t.rank3.json",
   /// and a folder ("out/", or one that exists) -> "out/timeline.rank3.json".
-  static std::filesystem::path file_of(const std::filesystem::path& path, int rank) {
-    const std::string suffix = ".rank" + std::to_string(rank) + ".json";
-    if (names_folder(path)) return path / ("timeline" + suffix);
-    std::filesystem::path file = path;
-    const std::string stem = path.extension() == ".json" ? path.stem().string() : path.filename().string();
-    return file.replace_filename(stem + suffix);
-  }
+  STRATA_DECL static std::filesystem::path file_of(const std::filesystem::path& path, int rank);
 
   /// Names the calling thread's track ("training", "communication", "parameter server").
   void name_thread(std::string name) {
@@ -124,60 +104,14 @@ class timeline {
   /// Writes this rank's trace (all threads' events so far) and returns its file; stops
   /// recording. Written again by a later call with what came since start. Throws
   /// output_error when the file cannot be written.
-  std::filesystem::path write() {
-    std::lock_guard lock(mutex_);
-    if (!on()) return {};
-    on_.store(false, std::memory_order_relaxed);
-    nlohmann::json events = nlohmann::json::array();
-    events.push_back(metadata("process_name", 0, {{"name", "rank " + std::to_string(rank_)}}));
-    events.push_back(metadata("process_sort_index", 0, {{"sort_index", rank_}}));
-    std::uint64_t dropped = 0;
-    for (std::size_t t = 0; t < buffers_.size(); ++t) {
-      buffer& b = *buffers_[t];
-      std::lock_guard buffer_lock(b.mutex);
-      const int tid = static_cast<int>(t);
-      events.push_back(metadata("thread_name", tid, {{"name", b.name.empty() ? "thread " + std::to_string(t) : b.name}}));
-      events.push_back(metadata("thread_sort_index", tid, {{"sort_index", tid}}));
-      for (const event& e : b.events) events.push_back(to_json(e, tid));
-      dropped += b.dropped;
-      b.events.clear();
-    }
-    const nlohmann::json trace = {{"traceEvents", std::move(events)},
-                                  {"displayTimeUnit", "ms"},
-                                  {"otherData", {{"rank", rank_}, {"ranks", ranks_}, {"dropped_events", dropped}}}};
-    if (file_.has_parent_path()) {
-      std::error_code ignored;  // a folder that cannot be made shows as the file that cannot be written
-      std::filesystem::create_directories(file_.parent_path(), ignored);
-    }
-    // Written beside and renamed into place: a full disk leaves the last whole file (or
-    // none), never truncated JSON.
-    const std::filesystem::path partial = file_.string() + ".partial";
-    std::FILE* out = std::fopen(partial.c_str(), "wb");
-    const std::string text = trace.dump() + '\n';
-    const bool written = out && std::fwrite(text.data(), 1, text.size(), out) == text.size() && std::fflush(out) == 0;
-    const int why = errno;
-    if (out && std::fclose(out) != 0 && written) return fail(partial, errno);
-    if (!written) return fail(partial, why);
-    std::error_code ec;
-    std::filesystem::rename(partial, file_, ec);
-    if (ec) return fail(partial, ec.value());
-    return file_;
-  }
+  STRATA_DECL std::filesystem::path write();
 
  private:
   /// "out/", or a folder that exists: the timeline's files go inside.
-  static bool names_folder(const std::filesystem::path& path) {
-    std::error_code ec;
-    return path.string().ends_with('/') || std::filesystem::is_directory(path, ec);
-  }
+  STRATA_DECL static bool names_folder(const std::filesystem::path& path);
 
   /// A write that failed: nothing of it is left, and the reason is said.
-  std::filesystem::path fail(const std::filesystem::path& partial, int why) {
-    std::error_code ignored;
-    std::filesystem::remove(partial, ignored);
-    throw output_error("STRATA_TIMELINE: cannot write the timeline to \"" + file_.string() + "\" (" + std::strerror(why) +
-                       ")");
-  }
+  [[noreturn]] STRATA_DECL void fail(const std::filesystem::path& partial, int why);
 
   struct buffer {
     std::mutex mutex;  // taken by its thread per event, and by write()
@@ -195,26 +129,9 @@ class timeline {
     return *b;
   }
 
-  nlohmann::json metadata(const char* name, int tid, nlohmann::json args) const {
-    return {{"name", name}, {"ph", "M"}, {"pid", rank_}, {"tid", tid}, {"args", std::move(args)}};
-  }
 
-  nlohmann::json to_json(const event& e, int tid) const {
-    auto us = [](clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
-    nlohmann::json j = {{"name", e.name}, {"cat", e.category}, {"pid", rank_}, {"tid", tid}, {"ts", us(e.begin - zero_)}};
-    if (e.end > e.begin) {
-      j["ph"] = "X";
-      j["dur"] = us(e.end - e.begin);
-    } else {
-      j["ph"] = "i";
-      j["s"] = "t";  // an instant on its thread's track
-    }
-    nlohmann::json args = nlohmann::json::object();
-    if (e.bytes > 0) args["bytes"] = e.bytes;
-    if (!e.detail.empty()) args["detail"] = e.detail;
-    if (!args.empty()) j["args"] = std::move(args);
-    return j;
-  }
+
+
 
   std::atomic<bool> on_{false};
   std::mutex mutex_;  // buffers_ and the settings
@@ -276,3 +193,7 @@ inline void write_or_warn() noexcept {
 }
 
 }  // namespace strata::trace
+
+#if defined(STRATA_HEADER_ONLY)
+#include "strata/trace/impl/timeline.ipp"
+#endif
