@@ -10,7 +10,7 @@ import sys
 root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).parents[2])
 headers = "\n".join(p.read_text() for p in (root / "include/strata").rglob("*.hpp"))
 types = set(re.findall(r"\b(?:struct|class|enum class|enum|using|concept)\s+([A-Za-z_]\w*)", headers))
-functions = set(re.findall(r"^(?:template <.*>\n)?(?:inline |constexpr )*(?:auto|int|void|std::[\w:<>]+|[a-z_]+)\s+([a-z_]\w*)\(",
+functions = set(re.findall(r"^(?:template <.*>\n)?(?:inline |constexpr |STRATA_DECL )*(?:auto|int|void|std::[\w:<>]+|[a-z_]+)\s+([a-z_]\w*)\(",
                            headers, re.M))
 declared = {n for n in types | functions if len(n) > 2}
 reference = "\n".join(p.read_text() for p in (root / "docs/reference").glob("*.md"))
