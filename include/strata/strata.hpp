@@ -17,6 +17,7 @@
 #include "strata/error.hpp"
 #include "strata/exec/executor.hpp"
 #include "strata/exec/staged_executor.hpp"
+#include "strata/impl/instances.hpp"
 #include "strata/main.hpp"
 #include "strata/model/build.hpp"
 #include "strata/model/huge_pages.hpp"

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -34,6 +35,7 @@
 #include "strata/comm/communicator.hpp"
 #include "strata/debug.hpp"
 #include "strata/error.hpp"
+#include "strata/exec/executor_core.hpp"
 #include "strata/exec/signature.hpp"
 #include "strata/exec/step_bookkeeping.hpp"
 #include "strata/exec/synchronizer_table.hpp"
@@ -47,48 +49,7 @@
 
 namespace strata {
 
-struct executor_options {
-  sync::bucket_options buckets;
-  sync::allreduce_options allreduce;
-  sync::compression_options compression;
-  /// Micro-batches per update: gradients of K-1 micro-batches are accumulated locally and
-  /// only the K-th communicates.
-  int accumulation_steps = 1;
-  /// How long step() waits for other ranks before it reports the ranks that did not arrive
-  /// and aborts the job (MPI: mpirun exits non-zero) instead of hanging.
-  std::chrono::duration<double> timeout = default_timeout();
-  /// Which ranks host parameter-server shards: balanced by bytes, or all on rank 0 (what
-  /// `builder::PS` asks for: pass `B::servers`). Must be equal on every rank (checked).
-  server_assignment ps_servers = server_assignment::least_loaded;
-  /// The per-step checks of STRATA_DEBUG=detail (debug.hpp), on by default only there: every
-  /// bucket scanned for NaN and infinity (compression.scan_uncompressed), and the buffers
-  /// bound from a std::vector checked to be where they were bound.
-  bool detail_checks = debug_detail();
-};
-
 namespace detail {
-
-/// Returns `o`, with every bucket scanned under detail checks; throws usage_error for options
-/// no executor can run with.
-inline executor_options check_options(executor_options o) {
-  auto require = [](bool holds, std::string_view option, auto value, std::string_view range) {
-    if (!holds) throw usage_error(fmt::format("executor_options::{} is {}; it must be {}", option, value, range));
-  };
-  require(o.accumulation_steps >= 1, "accumulation_steps", o.accumulation_steps, "at least 1");
-  require(o.allreduce.ring_chunk_bytes >= 4, "allreduce.ring_chunk_bytes", o.allreduce.ring_chunk_bytes, "at least 4");
-  require(o.allreduce.ring_window >= 1, "allreduce.ring_window", o.allreduce.ring_window, "at least 1");
-  require(o.allreduce.shared_memory_chunk_bytes >= 4, "allreduce.shared_memory_chunk_bytes",
-          o.allreduce.shared_memory_chunk_bytes, "at least 4");
-  require(o.allreduce.cross_node_chunk_bytes >= 4, "allreduce.cross_node_chunk_bytes", o.allreduce.cross_node_chunk_bytes,
-          "at least 4");
-  require(o.allreduce.cross_node_window >= 1, "allreduce.cross_node_window", o.allreduce.cross_node_window, "at least 1");
-  require(o.allreduce.ranks_per_node >= 0, "allreduce.ranks_per_node", o.allreduce.ranks_per_node, "0 (the machines) or more");
-  require(o.compression.powersgd_warmup_steps >= 0, "compression.powersgd_warmup_steps", o.compression.powersgd_warmup_steps,
-          "0 or more");
-  checked_timeout(o.timeout.count(), "executor_options::timeout");
-  if (o.detail_checks) o.compression.scan_uncompressed = true;
-  return o;
-}
 
 /// The settings that change what crosses the wire or what the replicas compute, as signature
 /// lines: ranks that differ in any of them must not start (different bucket sizes pair
@@ -120,18 +81,6 @@ std::vector<std::string> settings_signature(const executor_options& o, const O& 
 
 }  // namespace detail
 
-/// Where an executor's variables lie in a mesh (make_executor over a mesh gives it): its
-/// checkpoints are then collective over the whole world, whose ranks hold different parts
-/// of the model, and each tensor-parallel part is saved as its place in the whole tensor,
-/// so a checkpoint restores into any other mesh, or into one rank.
-template <class ControlComm>
-struct mesh_placement {
-  ControlComm* world = nullptr;   ///< the world's control communicator
-  ControlComm* tensor = nullptr;  ///< the tensor group's: its ranks hold the whole variables alike
-  mesh_shape shape;
-  mesh_coordinates at;
-};
-
 /// Statistics of one step plus whether it updated the parameters.
 struct step_stats : sync_stats {
   bool updated = false;
@@ -145,8 +94,7 @@ class executor;
 template <CommContext Context, ValidStrategy... Strategies, Optimizer O>
 class executor<Context, model<Strategies...>, O> {
   using comm_type = std::remove_reference_t<decltype(std::declval<Context&>().collectives())>;
-  using control_type = std::remove_reference_t<decltype(std::declval<Context&>().control())>;
-  using watch_type = wait_watch<std::remove_reference_t<decltype(job_control(std::declval<Context&>()))>>;
+  using control_type = typename executor_core<Context>::control_type;
   static_assert(std::is_same_v<comm_type, std::remove_reference_t<decltype(std::declval<Context&>().parameter_server())>>,
                 "a backend's collectives and parameter-server communicators must be of one type");
   static constexpr bool has_parameter_server = ((Strategies::descriptor.placement == placement_kind::ps) || ...);
@@ -169,37 +117,34 @@ class executor<Context, model<Strategies...>, O> {
   /// from rank 0's parameters; both within the deadline.
   executor(Context& context, model_type& m, O optimizer, executor_options options = {},
            std::optional<mesh_placement<control_type>> placement = std::nullopt)
-      : context_(&context), model_(&m), optimizer_(std::move(optimizer)), options_(detail::check_options(options)),
-        placement_(placement),
-        steps_(names_of(m.variables()), options_.accumulation_steps), thread_(std::make_unique<sync::comm_thread>()) {
+      : model_(&m), optimizer_(std::move(optimizer)),
+        core_(context, options, std::move(placement), descriptors_by_variable(m)),
+        steps_(names_of(m.variables()), core_.options().accumulation_steps) {
     hyper_parameters_.check(optimizer_, 0);
     within_deadline("start-up (the model-signature check and the parameter broadcast)", [&] {
       // The handshake runs before any synchronizer talks to other ranks.
       std::vector<std::string> signature =
-          model_signature(m.variables(), context.control().size(), options_.accumulation_steps);
+          model_signature(m.variables(), context.control().size(), core_.options().accumulation_steps);
       // Settings first: the variables' lines stay last, where "fewer variables" is found.
-      const std::vector<std::string> settings = detail::settings_signature(options_, optimizer_, has_parameter_server);
+      const std::vector<std::string> settings = detail::settings_signature(core_.options(), optimizer_, has_parameter_server);
       signature.insert(signature.begin() + 2, settings.begin(), settings.end());
       verify_signature(context.control(), signature);
-      start_whole_variables_alike();  // before the data group's broadcast spreads them
+      core_.start_whole_variables_alike(m.variables());  // before the data group's broadcast spreads them
       sync::synchronizer_resources<comm_type, O> resources{
-          m.variables(), context.collectives(), *thread_, optimizer_,
-          {options_.buckets, options_.allreduce, options_.compression}, options_.timeout};
+          m.variables(), context.collectives(), core_.thread(), optimizer_,
+          {core_.options().buckets, core_.options().allreduce, core_.options().compression}, core_.options().timeout};
       if constexpr (has_parameter_server) {
-        ps_ = std::make_unique<ps_service>(context.parameter_server(), m.variables(), options_.ps_servers);
+        ps_ = std::make_unique<ps_service>(context.parameter_server(), m.variables(), core_.options().ps_servers);
         resources.parameter_server = ps_.get();
       }
       synchronizers_.emplace(make_synchronizer<Strategies>(resources, m)...);
       if constexpr (has_parameter_server) ps_->start(optimizer_);  // after the broadcast: every rank's values are rank 0's
     });
     for (std::size_t i = 0; i < m.variables().size(); ++i) local_.push_back(count_before(i));
-    // On a mesh, pipeline stages and tensor partners may wait for this rank while its step
-    // waits for another: it says whom it waits for (wait_chain.hpp).
-    if constexpr (requires { context.job_control(); }) watch_ = std::make_unique<watch_type>(job_control(context));
   }
 
   ~executor() {
-    thread_.reset();  // drain communication before the buffers it uses go away
+    core_.stop_thread();  // drain communication before the buffers it uses go away
     if constexpr (has_parameter_server) ps_.reset();  // tell every server this worker is done; wait for ours
   }
   executor(const executor&) = delete;
@@ -218,19 +163,19 @@ class executor<Context, model<Strategies...>, O> {
   /// updates the parameters (returns updated = true); otherwise it only accumulates.
   step_stats step() {
     const auto start = std::chrono::steady_clock::now();
-    if (options_.detail_checks) require_buffers_in_place();
+    if (core_.options().detail_checks) detail::require_buffers_in_place(model_->variables());
     steps_.require_all_ready();
     const micro_step m = steps_.phase(updates_);
     const trace::span traced("step", "step", 0, [&] {
       return m.last ? fmt::format("update {}", updates_ + 1) : fmt::format("update {}, accumulating", updates_ + 1);
     });
-    if (m.last && step_is_collective) announce();
+    if (m.last && step_is_collective) core_.announce(updates_ + 1);
     std::apply([&](auto&... s) { (s.flush(m), ...); }, *synchronizers_);
     step_stats stats;
     std::optional<std::string> nonfinite;
-    const auto deadline = deadline_from_now();
+    const auto deadline = core_.deadline_from_now();
     try {
-      const auto watching = watch_waits();
+      const auto watching = core_.watch_waits();
       std::size_t k = 0;
       std::apply(
           [&](auto&... s) {
@@ -238,14 +183,14 @@ class executor<Context, model<Strategies...>, O> {
           },
           *synchronizers_);
     } catch (const sync::stalled& stall) {
-      give_up(fmt::format("update {}, in {}", updates_ + 1, stall.what()), stall.waited_for);
+      core_.give_up(fmt::format("update {}, in {}", updates_ + 1, stall.what()), stall.waited_for);
     }
-    if (m.last && step_is_collective) collect_announcements();
+    if (m.last && step_is_collective) core_.collect_announcements();
     steps_.end_micro_batch();
     total_ += stats;
     if (m.last && nonfinite) {
       // Every rank saw the same non-finite sum, so every rank decides the same way.
-      if (options_.compression.on_nonfinite == sync::nonfinite_policy::raise)
+      if (core_.options().compression.on_nonfinite == sync::nonfinite_policy::raise)
         throw numeric_error(fmt::format("the averaged gradient of \"{}\" is NaN or infinite (some rank produced "
                                         "non-finite values); parameters were not updated. The likely causes, most likely "
                                         "first: a learning rate too high (lower it), a loss that overflows (check it), a "
@@ -274,12 +219,12 @@ class executor<Context, model<Strategies...>, O> {
       throw usage_error(fmt::format("pull(\"{}\") after grad_ready in the same micro-batch; pull the rows a micro-batch "
                                     "reads before its backward",
                                     (*model_)[v].name));
-    const auto deadline = deadline_from_now();
+    const auto deadline = core_.deadline_from_now();
     visit_sparse(v, "pull", [&](auto& s, std::size_t local) {
       try {
         s.pull(local, rows, updates_ + 1, deadline);
       } catch (const sync::stalled& stall) {
-        give_up(fmt::format("update {}, in the pull of rows of \"{}\": {}", updates_ + 1, (*model_)[v].name, stall.what()),
+        core_.give_up(fmt::format("update {}, in the pull of rows of \"{}\": {}", updates_ + 1, (*model_)[v].name, stall.what()),
                 stall.waited_for);
       }
     });
@@ -315,9 +260,9 @@ class executor<Context, model<Strategies...>, O> {
     try {
       std::apply([&](auto&... s) { (s.collect_state(set), ...); }, *synchronizers_);
     } catch (const sync::stalled& stall) {
-      give_up(fmt::format("collecting the state of update {}: {}", updates_, stall.what()), stall.waited_for);
+      core_.give_up(fmt::format("collecting the state of update {}: {}", updates_, stall.what()), stall.waited_for);
     }
-    if (placement_) place_on_mesh(set);
+    if (core_.placement()) core_.place_on_mesh(set, model_->variables());
     return set;
   }
 
@@ -332,8 +277,8 @@ class executor<Context, model<Strategies...>, O> {
     tensors.add_all(extra);
     const trace::span traced("checkpoint", "checkpoint", 0, [&] { return store.folder_of(updates_).string(); });
     within_deadline(fmt::format("saving checkpoint {}", store.folder_of(updates_).string()), [&] {
-      require_whole_variables_alike(fmt::format("before checkpoint {}", updates_));
-      store.save(checkpoint_control(), updates_, tensors, meta, description());
+      core_.require_whole_variables_alike(fmt::format("before checkpoint {}", updates_), model_->variables());
+      store.save(core_.checkpoint_control(), updates_, tensors, meta, description());
     });
   }
 
@@ -342,7 +287,7 @@ class executor<Context, model<Strategies...>, O> {
   ckpt::model_description description() const {
     static const std::array<std::string, sizeof...(Strategies)> strategies = {strategy_name<Strategies>()...};
     ckpt::model_description d;
-    if (placement_) d.mesh = to_string(placement_->shape);
+    if (core_.placement()) d.mesh = to_string(core_.placement()->shape);
     for (std::size_t i = 0; i < model_->variables().size(); ++i)
       d.variables.push_back({model_->variables()[i].name, strategies[model_->strategy_of({i})], "float32"});
     return d;
@@ -359,7 +304,7 @@ class executor<Context, model<Strategies...>, O> {
     tensors.add_all(extra);
     std::optional<ckpt::restored_checkpoint> restored;
     within_deadline(fmt::format("restoring a checkpoint from {}", store.directory().string()),
-                    [&] { restored = store.restore_latest(checkpoint_control(), tensors); });
+                    [&] { restored = store.restore_latest(core_.checkpoint_control(), tensors); });
     if (restored) {
       updates_ = restored->step;
       if constexpr (has_parameter_server) restore_parameter_servers();
@@ -377,7 +322,7 @@ class executor<Context, model<Strategies...>, O> {
     steps_.require_between_updates("load_weights");
     const ckpt::state_set tensors = state();
     within_deadline(fmt::format("loading weights from {}", file.string()),
-                    [&] { ckpt::load_weights(checkpoint_control(), file, tensors); });
+                    [&] { ckpt::load_weights(core_.checkpoint_control(), file, tensors); });
     if constexpr (has_parameter_server) restore_parameter_servers();
   }
 
@@ -389,11 +334,10 @@ class executor<Context, model<Strategies...>, O> {
     if constexpr (has_parameter_server) use += ps_->held();
     std::apply([&](auto&... s) { (s.add_memory(use), ...); }, *synchronizers_);
     for (const variable_binding& v : model_->variables()) use.parameters += v.bytes();
-    if (placement_ && placement_->shape.tp > 1) {
+    if (core_.placement() && core_.placement()->shape.tp > 1) {
       ckpt::state_set set;
       std::apply([&](auto&... s) { (s.collect_state(set), ...); }, *synchronizers_);
-      for (const ckpt::tensor_state& t : set.tensors())
-        if (t.how == ckpt::sharing::replicated && tensor_axis_of(t.name) < 0) use.tensor_group_copies += t.data.size_bytes();
+      use.tensor_group_copies += core_.tensor_group_copies(set, model_->variables());
     }
     return use;
   }
@@ -416,12 +360,12 @@ class executor<Context, model<Strategies...>, O> {
   // barrier), dense PS variables fetch their values.
   void restore_parameter_servers() {
     within_deadline("handing the restored checkpoint to the parameter servers", [&] {
-      const auto deadline = deadline_from_now();
+      const auto deadline = core_.deadline_from_now();
       auto each = [&](auto&& f) { std::apply([&](auto&... s) { (f(s), ...); }, *synchronizers_); };
       each([&](auto& s) {
         if constexpr (requires { s.restore_servers(updates_, deadline); }) s.restore_servers(updates_, deadline);
       });
-      context_->control().barrier();
+      core_.context().control().barrier();
       each([&](auto& s) {
         if constexpr (requires { s.refresh(deadline); }) s.refresh(deadline);
       });
@@ -438,278 +382,24 @@ class executor<Context, model<Strategies...>, O> {
     return wait();
   }
 
-  /// What variable i's strategy says of it.
-  const strategy_descriptor& descriptor_of(std::size_t i) const {
+  /// What each variable's strategy says of it, variable by variable.
+  static std::vector<strategy_descriptor> descriptors_by_variable(const model_type& m) {
     static constexpr std::array<strategy_descriptor, sizeof...(Strategies)> descriptors = {Strategies::descriptor...};
-    return descriptors[model_->strategy_of({i})];
+    std::vector<strategy_descriptor> by_variable;
+    for (std::size_t i = 0; i < m.variables().size(); ++i) by_variable.push_back(descriptors[m.strategy_of({i})]);
+    return by_variable;
   }
 
-  /// The ranks that save and restore checkpoints together: the world, on a mesh.
-  control_type& checkpoint_control() { return placement_ ? *placement_->world : context_->control(); }
-
-  /// The tensor-parallel axis of the variable a state tensor belongs to (its name is the
-  /// variable's, or the variable's followed by "/"), or -1.
-  int tensor_axis_of(std::string_view tensor) const {
-    std::size_t best = 0;
-    int axis = -1;
-    for (std::size_t i = 0; i < model_->variables().size(); ++i) {
-      const std::string& name = model_->variables()[i].name;
-      const bool owns = tensor == name || (tensor.starts_with(name) && tensor.size() > name.size() && tensor[name.size()] == '/');
-      if (owns && name.size() >= best) best = name.size(), axis = descriptor_of(i).tensor_axis;
-    }
-    return axis;
-  }
-
-  /// Says where each state tensor lies in the whole model: a tensor-parallel part as the
-  /// rows of the whole tensor it covers (one range per index before its axis), held alike by
-  /// the data group; a whole tensor as held alike by every rank of the stage (its data and
-  /// tensor groups), so that each of them writes a part.
-  void place_on_mesh(ckpt::state_set& set) const {
-    const mesh_shape& shape = placement_->shape;
-    const mesh_coordinates& at = placement_->at;
-    set.replace_tensors([&](const ckpt::tensor_state& t) {
-      std::vector<ckpt::tensor_state> placed;
-      const int axis = tensor_axis_of(t.name);
-      if (t.how == ckpt::sharing::rank_local) {
-        placed.push_back(t);
-      } else if (axis < 0 || shape.tp == 1) {
-        ckpt::tensor_state whole = t;
-        // A parameter-server shard is hosted alike by each tensor group's servers.
-        const bool replicated = t.how == ckpt::sharing::replicated;
-        whole.holders = replicated ? shape.dp * shape.tp : shape.tp;
-        whole.holder = replicated ? at.tp * shape.dp + at.dp : at.tp;
-        placed.push_back(std::move(whole));
-      } else {
-        const auto a = static_cast<std::size_t>(axis);
-        std::vector<std::size_t> whole_shape = t.shape;
-        whole_shape[a] *= static_cast<std::size_t>(shape.tp);
-        std::size_t outer = 1, inner = 1;
-        for (std::size_t d = 0; d < a; ++d) outer *= t.shape[d];
-        for (std::size_t d = a + 1; d < t.shape.size(); ++d) inner *= t.shape[d];
-        const std::size_t count = t.shape[a], piece = count * inner;
-        for (std::size_t o = 0; o < outer; ++o)
-          placed.push_back({t.name, whole_shape, ckpt::sharing::sharded, t.data.subspan(o * piece, piece), t.optional,
-                            (o * whole_shape[a] + static_cast<std::size_t>(at.tp) * count) * inner, shape.dp, at.dp});
-      }
-      return placed;
-    });
-  }
-
-  /// What a tensor group compares of each whole variable: its size and a fingerprint.
-  struct whole_values {
-    std::uint64_t elements;
-    std::uint32_t fingerprint, unused = 0;
-  };
-
-  /// The variables each rank of the tensor group holds whole (no TensorParallel<Axis>), the
-  /// replicated ones only or those of any placement; and what the group's ranks hold of
-  /// them, rank after rank. Empty without a tensor group.
-  std::pair<std::vector<std::size_t>, std::vector<whole_values>> tensor_group_values(bool replicated_only) {
-    if (!placement_ || placement_->shape.tp == 1) return {};
-    std::vector<std::size_t> whole;
-    std::vector<whole_values> mine;
-    for (std::size_t i = 0; i < model_->variables().size(); ++i) {
-      const strategy_descriptor& d = descriptor_of(i);
-      if (d.tensor_parallel() || (replicated_only && d.placement != placement_kind::replicate)) continue;
-      whole.push_back(i);
-      const std::span<const float> param = model_->variables()[i].param;
-      mine.push_back({param.size(), fingerprint_of(param)});
-    }
-    std::vector<whole_values> all(mine.size() * static_cast<std::size_t>(placement_->shape.tp));
-    placement_->tensor->allgather(std::span<const whole_values>(mine), std::span<whole_values>(all));
-    return {std::move(whole), std::move(all)};
-  }
-
-  /// The first rank of the tensor group whose `field` of whole variable k (of n per rank)
-  /// differs from rank 0's, or 0 where none does.
-  template <class Field>
-  static std::size_t first_rank_differing(const std::vector<whole_values>& all, std::size_t n, std::size_t k,
-                                          Field whole_values::*field) {
-    for (std::size_t r = 1; r * n < all.size(); ++r)
-      if (all[r * n + k].*field != all[k].*field) return r;
-    return 0;
-  }
-
-  /// How messages name rank `r` of this rank's tensor group.
-  std::string tensor_rank_named(int r) const {
-    mesh_coordinates c = placement_->at;
-    c.tp = r;
-    return describe_rank(placement_->shape, placement_->shape.rank(c));
-  }
-
-  /// Start-up, before the data group's broadcast: whole variables take the tensor group's
-  /// rank 0's values, so that every rank of a stage starts from the same whole tensors
-  /// whatever each initialized. Only those that differ move, and the stage's first rank
-  /// names them: a part of a split weight declared without TensorParallel<Axis> looks the
-  /// same here (require_whole_variables_alike refuses it before a checkpoint).
-  void start_whole_variables_alike() {
-    const auto [whole, all] = tensor_group_values(false);
-    const std::size_t n = whole.size();
-    std::vector<std::string> moved;
-    for (std::size_t k = 0; k < n; ++k) {
-      const variable_binding& v = model_->variables()[whole[k]];
-      if (const std::size_t r = first_rank_differing(all, n, k, &whole_values::elements))
-        throw usage_error(fmt::format("\"{}\" holds {} values on {} but {} on {} of the same tensor group, and its "
-                                      "strategy {} says each tensor rank holds it whole: declare a variable that each "
-                                      "tensor rank holds a part of with TensorParallel<Axis>",
-                                      v.name, all[r * n + k].elements, tensor_rank_named(static_cast<int>(r)),
-                                      all[k].elements, tensor_rank_named(0), v.strategy));
-      if (!first_rank_differing(all, n, k, &whole_values::fingerprint)) continue;
-      placement_->tensor->broadcast(v.param, 0);
-      moved.push_back(fmt::format("\"{}\"", v.name));
-    }
-    if (!moved.empty() && placement_->at.dp == 0 && placement_->at.tp == 0)
-      fmt::print(stderr,
-                 "strata: {}: {} started with other values on other ranks of the tensor group; all now start from {}. "
-                 "If one is a part of a split weight, declare it with TensorParallel<Axis>\n",
-                 describe_rank(placement_->shape, placement_->world->rank()), fmt::join(moved, ", "), tensor_rank_named(0));
-  }
-
-  /// Before a checkpoint: the tensor group's copies of each whole replicated variable must be
-  /// equal, or one rank's values would be saved as everyone's. A weight that each tensor rank
-  /// holds a part of, declared without TensorParallel<Axis>, differs here after its first
-  /// update. Every rank of the world throws usage_error, so none waits in the checkpoint for
-  /// ranks that left it.
-  void require_whole_variables_alike(std::string_view when) {
-    if (!placement_ || placement_->shape.tp == 1) return;
-    const auto [whole, all] = tensor_group_values(true);
-    const std::size_t n = whole.size();
-    std::vector<std::string> differing;
-    for (std::size_t k = 0; k < n; ++k)
-      if (const std::size_t r = first_rank_differing(all, n, k, &whole_values::fingerprint))
-        differing.push_back(fmt::format("\"{}\" (on {})", model_->variables()[whole[k]].name,
-                                        tensor_rank_named(static_cast<int>(r))));
-    const int found = static_cast<int>(differing.size());
-    std::vector<int> founds(static_cast<std::size_t>(placement_->world->size()));
-    placement_->world->allgather(std::span<const int>(&found, 1), std::span<int>(founds));
-    const auto finder = std::find_if(founds.begin(), founds.end(), [](int f) { return f > 0; });
-    if (finder == founds.end()) return;
-    if (differing.empty())
-      throw usage_error(fmt::format("{}: {} found whole variables that differ across its tensor group (its message names "
-                                    "them); no checkpoint was saved",
-                                    when, describe_rank(placement_->shape, static_cast<int>(finder - founds.begin()))));
-    throw usage_error(fmt::format("{}: {} differ{} from {}'s copy, though {} strategy says every rank of the tensor group "
-                                  "holds it whole; no checkpoint was saved. A weight that each tensor rank holds a part of "
-                                  "needs TensorParallel<Axis> in its strategy; a whole one must be computed alike on every "
-                                  "tensor rank (the same batch, the same arithmetic)",
-                                  when, fmt::join(differing, ", "), differing.size() == 1 ? "s" : "", tensor_rank_named(0),
-                                  differing.size() == 1 ? "its" : "each one's"));
-  }
-
-  /// Detail checks: a buffer bound from a std::vector that has since reallocated would be
-  /// read after it was freed (and its garbage blamed on the learning rate).
-  void require_buffers_in_place() const {
-    for (const variable_binding& v : model_->variables())
-      if (const std::string_view moved = v.moved_buffer(); !moved.empty())
-        throw binding_error(fmt::format("variable \"{}\": the std::vector its {} buffer was bound from has reallocated or "
-                                        "changed size since (detail checks); the executor would read freed memory. Bind "
-                                        "it after its last resize, and keep its size",
-                                        v.name, moved));
-  }
-
-  /// When a wait that starts now gives up.
-  std::chrono::steady_clock::time_point deadline_from_now() const {
-    return std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
+  /// Collective work `f` on the communication thread, announced as the next update, within
+  /// the deadline (executor_core::within_deadline).
+  void within_deadline(std::string_view doing, std::function<void()> f) {
+    core_.within_deadline(doing, updates_ + 1, std::move(f));
   }
 
   std::size_t count_before(std::size_t i) const {
     std::size_t n = 0;
     for (std::size_t j = 0; j < i; ++j) n += model_->strategy_of({j}) == model_->strategy_of({i});
     return n;
-  }
-
-  // Arrival announcements: when a rank reaches step() (its backward pass done) it tells every
-  // other rank, on the control communicator. If a collective then stalls, the announcements
-  // that never came name the ranks that are missing: a rank stopped in the middle of its
-  // backward pass has not announced, though it may have started some buckets' all-reduces.
-  static constexpr int announce_tag = 0x4842;
-
-  void announce() {
-    if (announced_) return;
-    announced_ = true;
-    announced_update_ = static_cast<double>(updates_ + 1);
-    auto& control = context_->control();
-    for (int r = 0; r < control.size(); ++r)
-      if (r != control.rank()) announcements_.push_back(control.isend(std::span<const double>(&announced_update_, 1), r, announce_tag));
-  }
-
-  void collect_announcements() {
-    auto& control = context_->control();
-    double update = 0.0;
-    for (int r = 0; r < control.size(); ++r)
-      if (r != control.rank()) {
-        auto request = control.irecv(std::span<double>(&update, 1), r, announce_tag);
-        control.wait(request);
-      }
-    for (auto& request : announcements_) control.wait(request);
-    announcements_.clear();
-    announced_ = false;
-  }
-
-  /// Runs the collective work `f` on the communication thread and waits for it until the
-  /// deadline; if it does not finish, gives up naming the ranks that never arrived. Rank
-  /// arrival is announced as for an update.
-  template <class F>
-  void within_deadline(std::string_view doing, F&& f) {
-    announce();
-    std::future<void> done = thread_->submit(std::forward<F>(f));
-    if (done.wait_for(options_.timeout) == std::future_status::timeout) give_up(doing);
-    try {
-      done.get();
-    } catch (...) {
-      // Every rank announced before `f`, so the announcements can be received; leaving them
-      // would leave a send from a buffer that is about to go away and a message that the next
-      // executor on this context would take for its own.
-      collect_announcements();
-      throw;
-    }
-    collect_announcements();
-  }
-
-  /// While a step waits: once half its deadline is gone, tells the job's ranks which rank of
-  /// the group it waits for (the first that has not announced the update), if any.
-  typename watch_type::scope watch_waits() {
-    return {watch_.get(), options_.timeout, [this] {
-              auto& control = context_->control();
-              for (int r = 0; r < control.size(); ++r)
-                if (announced_ && r != control.rank() && !control.iprobe(r, announce_tag)) return job_rank(*context_, r);
-              return -1;
-            }};
-  }
-
-  /// A collective stalled: name the ranks that never announced this update (or, where ranks
-  /// announce nothing, as under ASP and SSP, the ranks the wait was for), tell the user, and
-  /// abort the job so that no rank hangs (with MPI, mpirun exits non-zero).
-  [[noreturn]] void give_up(std::string_view stalled, std::span<const int> waited_for = {}) {
-    auto& control = context_->control();
-    std::string who;
-    if (announced_) {
-      std::vector<int> missing;
-      for (int r = 0; r < control.size(); ++r)
-        if (r != control.rank() && !control.iprobe(r, announce_tag)) missing.push_back(r);
-      who = missing.empty() ? std::string("every rank reached this step, so the collective itself is stuck")
-                            : blamed_ranks(*context_, missing, "reach this step");
-    } else if (!waited_for.empty()) {
-      who = fmt::format("{} did not answer (stopped, or too slow)", ranks_named(waited_for));
-    } else {
-      who = "no rank could be named (under ASP and SSP ranks do not announce their steps)";
-    }
-    const std::string message =
-        fmt::format("strata ({}): no progress for {:.1f} s: {}; {}. Raise executor_options::timeout or "
-                    "STRATA_TIMEOUT_SECONDS if the ranks are only slow",
-                    ranks_named(std::array{control.rank()}), options_.timeout.count(), stalled, who);
-    abort_after_deadline(*context_, message);
-  }
-
-  /// "rank 2", "ranks 1, 3"; in a mesh's group, each rank's world rank and coordinates.
-  std::string ranks_named(std::span<const int> ranks) const {
-    if constexpr (requires(const Context& c) { c.describe(0); }) {
-      std::vector<std::string> names;
-      for (int r : ranks) names.push_back(context_->describe(r));
-      return fmt::format("{}", fmt::join(names, ", "));
-    } else {
-      return fmt::format("rank{} {}", ranks.size() > 1 ? "s" : "", fmt::join(ranks, ", "));
-    }
   }
 
   template <class F>
@@ -733,21 +423,14 @@ class executor<Context, model<Strategies...>, O> {
     std::apply([&](auto&... s) { ((k++ == strategy ? f(s) : void()), ...); }, *synchronizers_);
   }
 
-  Context* context_;
   model_type* model_;
   O optimizer_;
   hyper_parameter_check<O> hyper_parameters_;
-  executor_options options_;
-  std::optional<mesh_placement<control_type>> placement_;
+  executor_core<Context> core_;  // deadlines, announcements, the communication thread, the mesh's checks
   step_bookkeeping steps_;  // ready marks and micro-batches
-  std::unique_ptr<sync::comm_thread> thread_;
   std::conditional_t<has_parameter_server, std::unique_ptr<ps_service>, std::nullptr_t> ps_{};
   std::optional<std::tuple<synchronizer_t<Strategies, comm_type, O>...>> synchronizers_;  // made at start-up
   std::vector<std::size_t> local_;  // index of each variable within its synchronizer
-  std::unique_ptr<watch_type> watch_;  // on a mesh's group only
-  bool announced_ = false;
-  double announced_update_ = 0.0;
-  std::vector<typename std::remove_reference_t<decltype(std::declval<Context&>().control())>::request> announcements_;
   std::int64_t updates_ = 0;
   sync_stats total_;
 };

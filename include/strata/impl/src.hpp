@@ -12,11 +12,27 @@
 #include "strata/ckpt/impl/store.ipp"
 #include "strata/comm/mpi/impl/mpi.ipp"
 #include "strata/detail/impl/outputs.ipp"
+#include "strata/exec/impl/executor_core.ipp"
 #include "strata/exec/impl/signature.ipp"
 #include "strata/exec/impl/signature_check.ipp"
+#include "strata/impl/timeout_setting.ipp"
 #include "strata/optim/impl/hyper_parameters.ipp"
 #include "strata/strategy/impl/canonical_string.ipp"
 #include "strata/sync/impl/bucket_plan.ipp"
 #include "strata/sync/impl/comm_thread.ipp"
 #include "strata/sync/impl/partition.ipp"
 #include "strata/trace/impl/timeline.ipp"
+
+// The templates strata/impl/instances.hpp declares, instantiated here.
+#include "strata/impl/instances.hpp"
+namespace strata {
+template class executor_core<mpi::context>;
+template class executor_core<group_context<mpi::context>>;
+template class sync::detail::ring_run<mpi::communicator, float, float>;
+template class sync::detail::ring_run<mpi::communicator, float, half>;
+template class sync::detail::ring_run<mpi::communicator, float, bfloat16>;
+template struct sync::ring_workspace<mpi::communicator, float>;
+template struct sync::ring_workspace<mpi::communicator, half>;
+template struct sync::ring_workspace<mpi::communicator, bfloat16>;
+template std::span<std::byte* const> process_segments::get(mpi::communicator&, std::size_t);
+}  // namespace strata
