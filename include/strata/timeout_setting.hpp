@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "strata/config.hpp"
 #include "strata/detail/text.hpp"
 #include "strata/error.hpp"
 
@@ -18,25 +19,13 @@ inline constexpr double max_timeout_seconds = 1e6;
 
 /// Throws usage_error unless `seconds` is a deadline strata can keep: positive and at most
 /// max_timeout_seconds. `what` names where it came from (a variable, an option).
-inline std::chrono::duration<double> checked_timeout(double seconds, std::string_view what) {
-  if (!(seconds > 0 && seconds <= max_timeout_seconds))
-    throw usage_error(detail::cat(what, " is ", detail::shortest(seconds), " seconds; it must be in (0, ",
-                                  static_cast<long long>(max_timeout_seconds), "]"));
-  return std::chrono::duration<double>(seconds);
-}
+STRATA_DECL std::chrono::duration<double> checked_timeout(double seconds, std::string_view what);
 
 /// How long a rank may wait for others: STRATA_TIMEOUT_SECONDS if set, else 300 s.
-inline std::chrono::duration<double> default_timeout() {
-  if (const char* text = std::getenv("STRATA_TIMEOUT_SECONDS")) {
-    const std::string quoted = detail::cat("STRATA_TIMEOUT_SECONDS=\"", detail::excerpt(text), "\"");
-    char* end = nullptr;
-    const double seconds = std::strtod(text, &end);
-    if (end == text || *end != '\0')
-      throw usage_error(detail::cat(quoted, " is not a number of seconds in (0, ",
-                                    static_cast<long long>(max_timeout_seconds), "]"));
-    return checked_timeout(seconds, quoted);
-  }
-  return std::chrono::duration<double>(300.0);
-}
+STRATA_DECL std::chrono::duration<double> default_timeout();
 
 }  // namespace strata
+
+#if defined(STRATA_HEADER_ONLY)
+#include "strata/impl/timeout_setting.ipp"
+#endif

@@ -230,7 +230,7 @@ class store {
     std::uint32_t crc = 0;
     const std::string identity = detail::identity(id, step, comm.rank(), comm.size());
     try {
-      write_rank_file(folder, identity, comm.rank(), comm.size(), state, description, crc);
+      crc = write_rank_file(folder, identity, comm.rank(), comm.size(), state, description);
     } catch (const std::exception& e) {
       failure = e.what();
     }
@@ -332,10 +332,10 @@ class store {
                           const std::vector<std::uint32_t>& crcs, const metadata& meta) const;
 
   /// Writes this rank's file of a save into `folder` (made here; rank 0 also removes an old
-  /// commit file) and sets `crc` to its checksum; throws what the writing throws.
-  STRATA_DECL static void write_rank_file(const std::filesystem::path& folder, const std::string& identity, int rank,
-                                          int size, const state_set& state, const model_description& description,
-                                          std::uint32_t& crc);
+  /// commit file) and returns its checksum; throws what the writing throws.
+  STRATA_DECL static std::uint32_t write_rank_file(const std::filesystem::path& folder, const std::string& identity,
+                                                   int rank, int size, const state_set& state,
+                                                   const model_description& description);
 
   /// Keeps the newest `keep_` committed checkpoints; removes older ones and abandoned
   /// (never committed) folders of earlier steps.

@@ -15,16 +15,11 @@ namespace strata::sync {
 
 class comm_thread {
  public:
-  comm_thread() : worker_([this](std::stop_token stop) { run(stop); }) {}
+  STRATA_DECL comm_thread();
   comm_thread(const comm_thread&) = delete;
   comm_thread& operator=(const comm_thread&) = delete;
-  ~comm_thread() {
-    {
-      std::lock_guard lock(mutex_);  // the worker checks the stop flag under this lock
-      worker_.request_stop();
-    }
-    wake_.notify_all();
-  }
+  /// Runs the jobs already queued, then joins.
+  STRATA_DECL ~comm_thread();
 
   /// Queues `job`; the future reports its completion or rethrows its exception.
   STRATA_DECL std::future<void> submit(std::function<void()> job);

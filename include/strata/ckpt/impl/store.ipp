@@ -236,8 +236,8 @@ STRATA_DECL void store::commit(const std::filesystem::path& folder, std::int64_t
   detail::write_atomically(folder / commit_name, std::move(file).finish());
 }
 
-STRATA_DECL void store::write_rank_file(const std::filesystem::path& folder, const std::string& identity, int rank, int size,
-                                        const state_set& state, const model_description& description, std::uint32_t& crc) {
+STRATA_DECL std::uint32_t store::write_rank_file(const std::filesystem::path& folder, const std::string& identity, int rank,
+                                                 int size, const state_set& state, const model_description& description) {
   std::filesystem::create_directories(folder);
   if (rank == 0) std::filesystem::remove(folder / commit_name);  // re-saving a step: not committed meanwhile
   file_builder file;
@@ -270,8 +270,8 @@ STRATA_DECL void store::write_rank_file(const std::filesystem::path& folder, con
   }
   const std::vector<std::byte> bytes = std::move(file).finish();
   const std::span<const std::byte> contents(bytes.data(), bytes.size());
-  crc = detail::stored_crc(contents);
   detail::write_atomically(folder / rank_file(rank, size), contents);
+  return detail::stored_crc(contents);
 }
 
 STRATA_DECL void store::prune(std::int64_t newest) const {

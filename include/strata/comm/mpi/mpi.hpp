@@ -46,8 +46,16 @@ inline std::atomic<bool>& failed_call() {
   return failed;
 }
 
+namespace detail {
+/// Throws comm_error naming the call, the rank (if >= 0) and MPI's own explanation of `code`.
+[[noreturn]] STRATA_DECL void throw_failed_call(int code, std::string_view call, int rank);
+}  // namespace detail
+
 /// Throws comm_error naming the call and MPI's own explanation when `code` is not success.
-STRATA_DECL void check(int code, std::string_view call, int rank = -1);
+inline void check(int code, std::string_view call, int rank = -1) {
+  if (code != MPI_SUCCESS) [[unlikely]]
+    detail::throw_failed_call(code, call, rank);
+}
 
 template <class T>
 MPI_Datatype datatype();
@@ -212,7 +220,13 @@ class communicator {
   // A communicator that outlives MPI_Finalize has nothing left to free.
   STRATA_DECL static void free_comm(MPI_Comm* c);
 
-  STRATA_DECL int count(std::size_t n) const;
+  /// `n` as MPI's int count; comm_error beyond INT_MAX.
+  int count(std::size_t n) const {
+    if (n > static_cast<std::size_t>(INT_MAX)) [[unlikely]]
+      too_many_elements(n);
+    return static_cast<int>(n);
+  }
+  [[noreturn]] STRATA_DECL void too_many_elements(std::size_t n) const;
 
   MPI_Comm comm_;
   std::shared_ptr<MPI_Comm> owner_;  // set when this communicator frees comm_

@@ -5,6 +5,16 @@
 
 namespace strata::sync {
 
+STRATA_DECL comm_thread::comm_thread() : worker_([this](std::stop_token stop) { run(stop); }) {}
+
+STRATA_DECL comm_thread::~comm_thread() {
+  {
+    std::lock_guard lock(mutex_);  // the worker checks the stop flag under this lock
+    worker_.request_stop();
+  }
+  wake_.notify_all();
+}
+
 STRATA_DECL std::future<void> comm_thread::submit(std::function<void()> job) {
   std::packaged_task<void()> task(std::move(job));
   std::future<void> done = task.get_future();

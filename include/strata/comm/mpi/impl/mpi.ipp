@@ -10,8 +10,7 @@
 
 namespace strata::mpi {
 
-STRATA_DECL void check(int code, std::string_view call, int rank) {
-  if (code == MPI_SUCCESS) return;
+STRATA_DECL void detail::throw_failed_call(int code, std::string_view call, int rank) {
   failed_call() = true;
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
@@ -52,10 +51,8 @@ STRATA_DECL void communicator::free_comm(MPI_Comm* c) {
   delete c;
 }
 
-STRATA_DECL int communicator::count(std::size_t n) const {
-  if (n > static_cast<std::size_t>(INT_MAX))
-    throw comm_error(fmt::format("rank {}: {} elements exceed MPI's int count; split the buffer", rank_, n));
-  return static_cast<int>(n);
+STRATA_DECL void communicator::too_many_elements(std::size_t n) const {
+  throw comm_error(fmt::format("rank {}: {} elements exceed MPI's int count; split the buffer", rank_, n));
 }
 
 STRATA_DECL context::~context() {
