@@ -28,7 +28,7 @@ mpi+=(-x OPENBLAS_CORETYPE)
 echo "OpenBLAS kernels on both sides: $OPENBLAS_CORETYPE"
 
 field() { grep -o "$1=[0-9.]*" | tail -1 | cut -d= -f2; }
-median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+source benchmarks/stats.sh  # median
 
 strata_sync=() ddp_sync=()
 for ((i = 0; i < sync_rounds; ++i)); do

@@ -5,6 +5,8 @@
 #   - header_only: strata as a header-only library (every definition in the unit);
 #   - separate: under STRATA_SEPARATE_COMPILATION, the unit only (its definitions come from
 #     strata::compiled, built once per program: compiled_library_s is that one unit's time);
+#   - separate_pch: as separate, with strata.hpp precompiled (strata_precompile_headers;
+#     pch_s is the time to build the precompiled header, once per program and flags);
 #   - with BASELINE=<git revision>, that revision's headers too (header-only), for "before".
 # Usage: bash benchmarks/compile_time.sh [source.cpp]   (ROUNDS=3, CXX=c++, OPT="-O3 -DNDEBUG -march=native")
 set -euo pipefail
@@ -12,23 +14,32 @@ cd "$(dirname "$0")/.."
 source_file=${1:-examples/quickstart/main.cpp}
 rounds=${ROUNDS:-3}
 cxx=${CXX:-c++}
-read -r -a opt <<<"${OPT:--O3 -DNDEBUG -march=native}"
+read -r -a opt <<<"${OPT--O3 -DNDEBUG -march=native}"  # OPT="": no optimization (CMake without a build type)
 flags=(-DFMT_SHARED -DOMPI_SKIP_MPICXX -isystem /usr/lib/x86_64-linux-gnu/openmpi/include
-       -isystem /usr/lib/x86_64-linux-gnu/openmpi/include/openmpi "${opt[@]}" -std=gnu++20 -c -o /dev/null)
+       -isystem /usr/lib/x86_64-linux-gnu/openmpi/include/openmpi "${opt[@]}" -std=gnu++20)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
-seconds() {  # seconds that compiling with the given extra flags takes
+source benchmarks/stats.sh  # median
+seconds() {  # seconds that compiling with the given extra flags takes (output: -o, or none)
   local begin end
   begin=$(date +%s.%N)
-  "$cxx" "${flags[@]}" "$@" >/dev/null 2>&1 || { echo "compile failed: $cxx ${flags[*]} $*" >&2; exit 1; }
+  local out=(-c -o /dev/null)
+  if [[ " $* " == *" -o "* ]]; then out=(); fi
+  "$cxx" "${flags[@]}" "${out[@]}" "$@" >/dev/null 2>&1 || { echo "compile failed: $cxx ${flags[*]} $*" >&2; exit 1; }
   end=$(date +%s.%N)
   echo "$end - $begin" | bc
 }
 
-variants=(header_only separate)
-declare -A args=([header_only]="-Iinclude $source_file" [separate]="-DSTRATA_SEPARATE_COMPILATION -Iinclude $source_file")
+# The precompiled header: GCC takes strata.hpp.gch in place of the strata.hpp that
+# -include names, when the flags match (-Winvalid-pch says why not otherwise).
+mkdir -p "$work/pch/strata"
+printf '#pragma once\n#include "%s/include/strata/strata.hpp"\n' "$PWD" >"$work/pch/strata/strata.hpp"
+pch=$(seconds -DSTRATA_SEPARATE_COMPILATION -Iinclude -x c++-header "$work/pch/strata/strata.hpp" -o "$work/pch/strata/strata.hpp.gch")
+
+variants=(header_only separate separate_pch)
+declare -A args=([header_only]="-Iinclude $source_file" [separate]="-DSTRATA_SEPARATE_COMPILATION -Iinclude $source_file"
+                 [separate_pch]="-DSTRATA_SEPARATE_COMPILATION -Iinclude -Winvalid-pch -Werror=invalid-pch -include $work/pch/strata/strata.hpp $source_file")
 if [ -n "${BASELINE:-}" ]; then
   mkdir -p "$work/baseline"
   git archive "$BASELINE" include | tar -x -C "$work/baseline"
@@ -56,8 +67,12 @@ for v in "${variants[@]}"; do
   declare "median_$v=$m"
   summary+=" ${v}_s=$m"
 done
-summary+=" compiled_library_s=$library separate_over_header_only=$(echo "scale=3; $median_separate / $median_header_only" | bc)"
+summary+=" compiled_library_s=$library pch_s=$pch"
+summary+=" separate_over_header_only=$(echo "scale=3; $median_separate / $median_header_only" | bc)"
+summary+=" separate_pch_over_header_only=$(echo "scale=3; $median_separate_pch / $median_header_only" | bc)"
 if [ -n "${BASELINE:-}" ]; then
-  summary+=" separate_over_baseline=$(echo "scale=3; $median_separate / $median_baseline" | bc) baseline=$BASELINE"
+  summary+=" separate_over_baseline=$(echo "scale=3; $median_separate / $median_baseline" | bc)"
+  summary+=" separate_pch_over_baseline=$(echo "scale=3; $median_separate_pch / $median_baseline" | bc) baseline=$BASELINE"
 fi
+summary+=" opt=\"${opt[*]}\""
 echo "$summary"

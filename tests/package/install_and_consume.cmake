@@ -1,7 +1,8 @@
 # Installs strata into WORK_DIR/prefix, then builds and runs a consumer against the install
 # tree only: with MODE find_package (default) CONSUMER_DIR's CMake project, which calls
-# find_package(strata CONFIG REQUIRED); with MODE pkg_config SOURCE, compiled with nothing
-# but the flags `pkg-config --cflags --libs strata` gives. The consumer is compiled without
+# find_package(strata CONFIG REQUIRED) (here with strata.hpp precompiled); with MODE
+# pkg_config SOURCE, compiled with nothing but the flags `pkg-config --cflags --libs strata`
+# gives. The consumer is compiled without
 # optimization (no -O, no build type): it tests the package, and compiles in 0.75x the time.
 # Arguments: STRATA_BUILD_DIR, WORK_DIR, CXX; CONSUMER_DIR, or MODE=pkg_config PKG_CONFIG SOURCE.
 file(REMOVE_RECURSE "${WORK_DIR}")
@@ -26,7 +27,7 @@ if(MODE STREQUAL "pkg_config")
   run("${WORK_DIR}/consumer")
 else()
   run(${CMAKE_COMMAND} -S "${CONSUMER_DIR}" -B "${WORK_DIR}/build" -DCMAKE_PREFIX_PATH=${prefix}
-      -DCMAKE_CXX_COMPILER=${CXX})
+      -DCMAKE_CXX_COMPILER=${CXX} -DPRECOMPILED_HEADER=ON)
   run(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
   run("${WORK_DIR}/build/consumer")
 endif()
