@@ -98,6 +98,7 @@ if(STRATA_NCCL_INCLUDE_DIR AND STRATA_NCCL_LIBRARY)
   target_sources(strata_nccl INTERFACE FILE_SET HEADERS BASE_DIRS include FILES
                  "${PROJECT_SOURCE_DIR}/include/strata/exec/nccl_executor.cuh")
   list(APPEND strata_nvcc_checked_headers "${PROJECT_SOURCE_DIR}/include/strata/comm/nccl/nccl.hpp"
+                                          "${PROJECT_SOURCE_DIR}/include/strata/exec/device_executor.hpp"
                                           "${PROJECT_SOURCE_DIR}/include/strata/exec/nccl_executor.cuh")
 elseif(STRATA_REQUIRE_GPU_PARTS)
   message(FATAL_ERROR "strata: NCCL not found (nccl.h: ${STRATA_NCCL_INCLUDE_DIR}, libnccl: ${STRATA_NCCL_LIBRARY}); "

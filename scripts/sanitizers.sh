@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The unit tests (loopback ranks as threads) under AddressSanitizer + UndefinedBehaviorSanitizer
-# and under ThreadSanitizer, then each libFuzzer target (the strategy-string parser, the
-# checkpoint reader, the safetensors reader) for FUZZ_SECONDS (default 15). A crash stops the
-# script; its input, saved by libFuzzer, belongs in tests/fuzz/corpus/<target>/ as a
-# regression test.
+# The unit tests (loopback ranks as threads) and the simulated device's (simdev) under
+# AddressSanitizer + UndefinedBehaviorSanitizer and under ThreadSanitizer, then each libFuzzer
+# target (the strategy-string parser, the checkpoint reader, the safetensors reader) for
+# FUZZ_SECONDS (default 15). A crash stops the script; its input, saved by libFuzzer,
+# belongs in tests/fuzz/corpus/<target>/ as a regression test.
 # Each runs in its own build folder; examples and benchmarks are not built here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,8 +20,9 @@ run_sanitized() {  # folder, flags, label regex, targets...
   cmake --build "$folder" -j "$(nproc)" --target "$@"
   ctest --test-dir "$folder" -L "$label" --output-on-failure -j "$(nproc)"
 }
-ASAN_OPTIONS=detect_leaks=1 run_sanitized build-asan "-O0 -fsanitize=address,undefined" "unit|threaded" unit_tests threaded_tests
-TSAN_OPTIONS=halt_on_error=1 run_sanitized build-tsan "-O1 -fsanitize=thread" threaded threaded_tests
+ASAN_OPTIONS=detect_leaks=1 run_sanitized build-asan "-O0 -fsanitize=address,undefined" "unit|threaded|simdev" \
+  unit_tests threaded_tests simdev_tests
+TSAN_OPTIONS=halt_on_error=1 run_sanitized build-tsan "-O1 -fsanitize=thread" "threaded|simdev" threaded_tests simdev_tests
 
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
       -DSTRATA_BUILD_TESTS=OFF -DSTRATA_BUILD_EXAMPLES=OFF -DSTRATA_BUILD_BENCHMARKS=OFF -DSTRATA_BUILD_FUZZERS=ON

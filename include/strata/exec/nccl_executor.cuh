@@ -1,6 +1,6 @@
 #pragma once
-// The nccl backend's executor: data parallelism over device memory. Gradients, buckets,
-// the all-reduce and the optimizer stay on the GPU, and nothing in a step blocks the host:
+// The nccl backend's executor: the device executor (exec/device_executor.hpp) over CUDA
+// memory, streams and kernels and an NCCL communicator (cuda::space):
 //
 //   auto exec = make_executor(nccl::communicator::single_process(0), {device_variable<Dense>(...), ...},
 //                             optim::adam{.lr = 1e-3f});
@@ -11,693 +11,115 @@
 //   }
 //   exec.wait();                                    // the host waits (with a deadline)
 //
-// All of its work runs on the communicator's stream. grad_ready(v, stream) records an
-// event on the user's stream; once every gradient of a fusion bucket is marked, the
-// communication stream waits for those events, packs the bucket and starts its all-reduce,
-// so communication overlaps the rest of backward. step() enqueues the averaging and the
-// fused optimizer kernels behind the reductions and records the event parameters_ready()
-// waits on. No call synchronizes the device; only wait(), the constructor and checkpoints
-// block the host.
-//
-// fp16 and bf16 variables are reduced in their own type (a bucket holds one type) and
-// updated in fp32: the executor keeps an fp32 master copy of their parameters, laid out
-// like their bucket, and writes the rounded result back to the user's parameters after
-// each update. Optimizer state is fp32, in device memory, laid out like the buckets.
-//
-// Compress<FP16> and Compress<BF16> (fp32 variables, replicated) narrow the packed
-// gradients, already divided by the number of ranks, to the 16-bit type for the
-// all-reduce, which moves half the bytes, and widen the sum back for the update; the
-// parameters and the optimizer stay fp32.
-//
-// With accumulation_steps = K, step() ends a micro-batch: the packed gradients of each
-// bucket are added to an fp32 sum on the communication stream, and only the K-th step()
-// reduces (the micro-batches' mean, rounded once to the wire type) and updates.
-//
-// PS<N> variables (synchronous) are the parameter server on NCCL: their buckets are
-// reduce-scattered instead of all-reduced, so each rank receives the summed gradient of
-// its own slice of the bucket; it alone updates that slice, against its fp32 master copy
-// of the slice and with the slice's optimizer state, and the updated slices are
-// all-gathered into every rank's parameters. A rank holds 1/P of those buckets' optimizer
-// state and master parameters (ZeRO's stage 1). NCCL moves equal slices, so the servers
-// are always all P ranks, whatever N; the result is the same as the host parameter
-// server's, since SGD and Adam update every element on its own.
-//
-// Checkpoints go through the host executor's ckpt::store (save_checkpoint,
-// restore_checkpoint): the parameters in fp32 (master copies where there are), the optimizer
-// state, the PS slices as sharded ranges, under the host executor's names.
-//
-// The user's gradient buffers are only read (by the pack), so they keep this step's
-// local gradients. Host code, compiled by nvcc because it launches strata's kernels; like
-// the nccl backend, it builds its messages without fmt. The communicator's GPU must be the
-// current device of the thread that drives it.
+// Host code, compiled by nvcc because it launches strata's kernels; like the nccl backend,
+// it builds its messages without fmt.
 #include <cuda_runtime_api.h>
 
 #include <concepts>
 #include <cstddef>
-#include <cstdint>
-#include <map>
-#include <optional>
 #include <span>
 #include <string>
-#include <string_view>
-#include <type_traits>
-#include <unordered_set>
 #include <utility>
-#include <variant>
 #include <vector>
 
-#include "strata/ckpt/state.hpp"
 #include "strata/comm/nccl/nccl.hpp"
 #include "strata/cuda/buffer.cuh"
 #include "strata/cuda/cast.cuh"
 #include "strata/cuda/device.cuh"
 #include "strata/cuda/optimizer.cuh"
 #include "strata/cuda/pack.cuh"
-#include "strata/error.hpp"
-#include "strata/exec/device_signature.hpp"
-#include "strata/exec/device_step.hpp"
-#include "strata/exec/signature_check.hpp"
-#include "strata/model/device_variable.hpp"
-#include "strata/numeric/float16.hpp"
-#include "strata/optim/adam.hpp"
-#include "strata/optim/sgd.hpp"
-#include "strata/sync/device_buckets.hpp"
-#include "strata/sync/stats.hpp"
+#include "strata/exec/device_executor.hpp"
 
 namespace strata {
 
-struct nccl_executor_options {
-  sync::bucket_options buckets;
-  /// The stream that initialized the parameters: the constructor's broadcast from rank 0
-  /// waits for it. The legacy default stream (null) waits for all blocking streams.
-  cudaStream_t initialized_on = nullptr;
-  /// Micro-batches per update: each bucket's gradients of the first K-1 micro-batches are
-  /// summed in fp32 on the GPU, and only the K-th communicates; the update averages over
-  /// all K × P micro-batches, as the host executor does.
-  int accumulation_steps = 1;
-};
+namespace cuda {
 
-namespace detail {
-
-/// An optimizer's state in device memory, laid out like a bucket, and its fused update.
-template <class O>
-struct device_optimizer_state;
-
-template <>
-struct device_optimizer_state<optim::sgd> {
-  cuda::device_buffer<float> velocity;
-
-  device_optimizer_state(const optim::sgd& o, std::size_t n, cudaStream_t stream)
-      : velocity(o.momentum != 0.0f ? n : 0, stream) {
-    if (!velocity.span().empty())
-      STRATA_CUDA_CHECK(cudaMemsetAsync(velocity.data(), 0, velocity.size() * sizeof(float), stream));
-  }
-
-  std::size_t bytes() const { return velocity.size() * sizeof(float); }
-  /// The state's tensors under the host optimizer's names (optim::sgd::tensors).
-  std::vector<std::pair<std::string_view, float*>> tensors() {
-    if (velocity.span().empty()) return {};
-    return {{"momentum_buffer", velocity.data()}};
-  }
-
-  /// Updates `param` with `grad`, whose state starts at element `offset`.
-  void update(const optim::sgd& o, std::int64_t /*step*/, std::span<float> param, std::span<const float> grad,
-              float grad_scale, std::size_t offset, cudaStream_t stream) {
-    const std::span<float> v = velocity.span().empty() ? std::span<float>() : velocity.span().subspan(offset, param.size());
-    cuda::sgd_update(param, grad, v, {o.lr, o.momentum, o.weight_decay, o.nesterov}, stream, grad_scale);
-  }
-};
-
-template <>
-struct device_optimizer_state<optim::adam> {
-  cuda::device_buffer<float> m, v;
-
-  device_optimizer_state(const optim::adam&, std::size_t n, cudaStream_t stream) : m(n, stream), v(n, stream) {
-    for (cuda::device_buffer<float>* b : {&m, &v})
-      if (n != 0) STRATA_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, n * sizeof(float), stream));
-  }
-
-  std::size_t bytes() const { return (m.size() + v.size()) * sizeof(float); }
-  /// The state's tensors under the host optimizer's names (optim::adam::tensors).
-  std::vector<std::pair<std::string_view, float*>> tensors() {
-    return {{"exp_avg", m.data()}, {"exp_avg_sq", v.data()}};
-  }
-
-  void update(const optim::adam& o, std::int64_t step, std::span<float> param, std::span<const float> grad,
-              float grad_scale, std::size_t offset, cudaStream_t stream) {
-    cuda::adam_update(param, grad, m.span().subspan(offset, param.size()), v.span().subspan(offset, param.size()),
-                      o.element(step), stream, grad_scale);
-  }
-};
-
-template <class O>
-concept DeviceOptimizer = requires { sizeof(device_optimizer_state<O>); };
-
-template <class T>
-std::span<T> typed(void* data, std::size_t n) {
-  return {static_cast<T*>(data), n};
-}
-
-}  // namespace detail
-
-/// Data parallelism on the nccl backend: see the file comment. One thread drives it.
-template <detail::DeviceOptimizer O>
-class nccl_executor {
+/// A CUDA event owned by an object, without timing (cheaper to record).
+class owned_event {
  public:
-  /// Collective: every rank constructs its executor together, with the same variables in
-  /// the same order. Checks that every buffer is memory of the communicator's GPU
-  /// (binding_error naming the rank and variable otherwise) and that every rank declared
-  /// the same model and buckets (signature_error on every rank, naming the first
-  /// difference and the ranks, before any collective could pair unrelated buffers), then
-  /// makes every replica start from rank 0's parameters; returns once that broadcast is
-  /// done.
-  nccl_executor(nccl::communicator comm, std::vector<device_variable_binding> variables, O optimizer,
-                nccl_executor_options options = {})
-      : comm_(std::move(comm)), variables_(std::move(variables)), optimizer_(std::move(optimizer)),
-        driver_(names_of(variables_), options.accumulation_steps, " on rank " + std::to_string(comm_.rank())) {
-    hyper_parameters_.check(optimizer_, 0);
-    require_current_device();
-    check_bindings();
-    check_signatures(detail::gather_lines(comm_.size(), device_signature(variables_, comm_.size(), options.buckets,
-                                                                         accumulation_steps(), optimizer_),
-                                          [this](auto mine, auto all) { allgather_from_host(mine, all); }));
-    for (std::size_t i = 0; i < variables_.size(); ++i) events_.push_back(make_event());
-    updated_ = make_event();
-    comm_.depend_on(options.initialized_on);
-    for (device_variable_binding& v : variables_) broadcast(v);
-    plan(options.buckets);
-    record(updated_, comm_.stream(), [] { return std::string("the start-up"); });
-    comm_.barrier();  // waits, within the communicator's deadline, for all of the above
+  owned_event() { STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+  ~owned_event() {
+    if (event_) static_cast<void>(cudaEventDestroy(event_));  // CUDA releases it once it completes
   }
-
-  ~nccl_executor() {
-    // The events may still be pending; CUDA releases them once they complete.
-    for (cudaEvent_t e : events_) static_cast<void>(cudaEventDestroy(e));
-    if (updated_) static_cast<void>(cudaEventDestroy(updated_));
-  }
-  nccl_executor(const nccl_executor&) = delete;
-  nccl_executor& operator=(const nccl_executor&) = delete;
-
-  /// The index of the variable named `name` (declaration order); binding_error if none.
-  std::size_t index(std::string_view name) const {
-    for (std::size_t i = 0; i < variables_.size(); ++i)
-      if (variables_[i].name == name) return i;
-    throw binding_error("nccl_executor on rank " + std::to_string(comm_.rank()) + ": no variable is named \"" +
-                        std::string(name) + "\"");
-  }
-
-  /// Marks variable `v`'s gradient final once the work queued so far on `stream` is done
-  /// (an event is recorded there; the host does not wait). Its bucket's all-reduce starts
-  /// once every member is marked. Optional: without it, step() takes every gradient from
-  /// its stream; but once one variable of a step is marked, all must be.
-  void grad_ready(std::size_t v, cudaStream_t stream) {
-    launcher l{*this, stream};
-    driver_.grad_ready(v, l);
-  }
-  void grad_ready(std::string_view name, cudaStream_t stream) { grad_ready(index(name), stream); }
-
-  /// Ends a step (a micro-batch, with accumulation): if none was marked, every gradient is
-  /// taken as produced by the work queued so far on `stream`; every remaining bucket is launched,
-  /// then, on the last micro-batch, the averaging and the optimizer are enqueued behind the
-  /// reductions. Returns at once, true when it enqueued an update: that is done, and the
-  /// gradients were read, when the event parameters_ready() waits on has completed.
-  bool step(cudaStream_t stream = nullptr) {
-    launcher l{*this, stream};
-    const bool last = driver_.step(l);
-    record(updated_, comm_.stream(), [] { return std::string("step()"); });
-    return last;
-  }
-
-  /// Orders the work queued on `stream` from now on after the last update: call it before
-  /// the forward pass that reads the parameters. It also orders the next gradients' writes
-  /// after this step's reads of them.
-  void parameters_ready(cudaStream_t stream) {
-    nccl::detail::check_cuda(cudaStreamWaitEvent(stream, updated_, 0), "cudaStreamWaitEvent (parameters_ready)",
-                             comm_.rank());
-  }
-
-  /// Blocks the host until everything enqueued so far has finished, within the
-  /// communicator's deadline (nccl::options::timeout): a stalled peer aborts the
-  /// communicator and throws timeout_error instead of hanging.
-  void wait() {
-    comm_.synchronize();
-  }
-
-  /// Everything a checkpoint keeps of this executor, as host tensors under the host
-  /// executor's names: each variable's parameters in fp32 (its master copy where it has one:
-  /// 16-bit variables, and the PS slices this rank owns, saved as sharded) and its optimizer
-  /// state. Building it copies the device values into the tensors, and restoring copies
-  /// them back, re-deriving the 16-bit and the all-gathered parameters from their master
-  /// copies. Collective on restore (the PS all-gather); blocks the host; between updates.
-  ckpt::state_set state() {
-    driver_.bookkeeping().require_between_updates("state");
-    return checkpoint_state(true);
-  }
-
-  /// Collective: saves a checkpoint of the state after updates() updates, with the user's
-  /// `meta` (data position, random state) and `extra` tensors of their own (host memory:
-  /// state the executor does not hold, e.g. batch normalization's running statistics)
-  /// beside it, through a ckpt::store: the host executor's format, atomic commit and
-  /// checksums, and its refusal of a diverged model. Waits for the device; between updates.
-  /// A template, so that only a program that checkpoints includes strata/ckpt/store.hpp
-  /// (and links zlib).
-  template <class Store>
-  void save_checkpoint(const Store& store, const std::map<std::string, std::string>& meta = {},
-                       std::span<const ckpt::tensor_state> extra = {}) {
-    driver_.bookkeeping().require_between_updates("save_checkpoint");
-    ckpt::state_set tensors = state();
-    tensors.add_all(extra);
-    checkpoint_group group{*this};
-    store.save(group, updates(), tensors, meta);
-  }
-
-  /// Collective: restores the newest usable checkpoint in `store` (refusing corrupted ones)
-  /// and continues counting updates from it; returns what was restored, with the user's
-  /// metadata, or nullopt when the store holds none. Any world size may have saved it. The
-  /// parameters are restored when it returns, and `extra` filled as they were saved.
-  template <class Store>
-  auto restore_checkpoint(const Store& store, std::span<const ckpt::tensor_state> extra = {}) {
-    driver_.bookkeeping().require_between_updates("restore_checkpoint");
-    ckpt::state_set tensors = checkpoint_state(false);
-    tensors.add_all(extra);
-    checkpoint_group group{*this};
-    auto restored = store.restore_latest(group, tensors);
-    if (restored) driver_.resume_at(restored->step, "restore_checkpoint");
-    return restored;
-  }
-
-  /// The optimizer's hyper-parameters may change between steps (learning-rate schedules).
-  O& optimizer() { return optimizer_; }
-  std::int64_t updates() const { return driver_.updates(); }
-  /// What this rank holds: the parameters it binds, the optimizer state, and (as
-  /// server_values) the master copies of the PS slices it owns.
-  memory_use memory() const {
-    memory_use use;
-    for (const device_variable_binding& v : variables_) use.parameters += v.bytes();
-    for (const bucket& b : buckets_)
-      std::visit(
-          [&](const auto& data) {
-            use.optimizer_state += data.state.bytes();
-            if (b.sharded) use.server_values += master_bytes(data);
-          },
-          b.data);
-    return use;
-  }
-  const std::vector<device_variable_binding>& variables() const { return variables_; }
-  nccl::communicator& communicator() { return comm_; }
+  owned_event(owned_event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+  owned_event& operator=(owned_event&&) = delete;
+  operator cudaEvent_t() const { return event_; }
 
  private:
-  /// A bucket's device buffers for gradients of type T. The updated range is the whole
-  /// bucket, or for a sharded bucket this rank's slice.
+  cudaEvent_t event_ = nullptr;
+};
+
+/// The CUDA device and NCCL as the device executor's space (exec/device_executor.hpp).
+struct space {
+  static constexpr const char* executor_name = "nccl_executor";
+  using communicator = nccl::communicator;
+  using stream_t = cudaStream_t;
+  using event = owned_event;
   template <class T>
-  struct bucket_data {
-    cuda::bucket_packer<T> grads;
-    cuda::device_buffer<T> wire;  // the packed gradients (padded to whole slices when sharded); reduced in place
-    detail::device_optimizer_state<O> state;  // of the updated range
-    // fp32 gradients (fp16 and bf16 only) and master parameters of the updated range, and
-    // the parameters' packer; fp32 buckets that are not sharded update the user's
-    // parameters in place and need none of them.
-    cuda::device_buffer<float> grad32, master32;
-    std::optional<cuda::bucket_packer<T>> params;
-  };
-
+  using device_buffer = cuda::device_buffer<T>;
   template <class T>
-  static std::size_t master_bytes(const bucket_data<T>& data) {
-    return data.master32.size() * sizeof(float);
-  }
-
-  /// A compressed bucket's device buffers: the fp32 gradients are packed, narrowed to W for
-  /// the all-reduce and widened back; the update runs on the user's parameters in place.
-  template <class W>
-  struct compressed_data {
-    cuda::bucket_packer<float> grads;
-    cuda::device_buffer<float> grad32;  // the packed gradients, then their average
-    cuda::device_buffer<W> wire;
-    detail::device_optimizer_state<O> state;
-  };
-
-  template <class W>
-  static std::size_t master_bytes(const compressed_data<W>&) {
-    return 0;  // updates the user's fp32 parameters in place
-  }
-
-  struct bucket {
-    std::vector<std::size_t> members, offsets;
-    std::size_t elements;  // of the members; the wire may be longer
-    bool sharded;
-    sync::bucket_slices slices;  // sharded only
-    cuda::device_buffer<float> accumulated;  // the earlier micro-batches' sum (accumulation only)
-    std::variant<bucket_data<float>, bucket_data<half>, bucket_data<bfloat16>, compressed_data<half>,
-                 compressed_data<bfloat16>>
-        data;
-  };
-
-  /// One tensor of a checkpoint's state: its values on the device and their host copy.
-  struct device_copy {
-    float* device;
-    std::span<float> host;
-  };
-
-  /// The ranks as a checkpoint group (ckpt::Group): host data through device memory.
-  struct checkpoint_group {
-    nccl_executor& exec;
-    int rank() const { return exec.comm_.rank(); }
-    int size() const { return exec.comm_.size(); }
-    void broadcast(std::span<std::byte> data, int root) {
-      cuda::device_buffer<std::byte> staged(data.size(), exec.comm_.stream());
-      exec.copy(staged.data(), data.data(), data.size(), cudaMemcpyHostToDevice);
-      exec.comm_.broadcast(staged.span(), root);
-      exec.copy(data.data(), staged.data(), data.size(), cudaMemcpyDeviceToHost);
-      exec.comm_.synchronize();
-    }
-    template <class T>
-    void allgather(std::span<const T> mine, std::span<T> all) {
-      exec.allgather_from_host(mine, all);
-    }
-  };
-
-  /// state(), whose host tensors hold the device values when `read` (a restore overwrites
-  /// them, so it skips the copies).
-  ckpt::state_set checkpoint_state(bool read) {
-    ckpt::state_set set;
-    std::vector<device_copy> copies;
-    for (bucket& b : buckets_) std::visit([&](auto& data) { describe_state(b, data, set, copies); }, b.data);
-    const cudaStream_t stream = comm_.stream();
-    if (read) {
-      for (const device_copy& c : copies) copy(c.host.data(), c.device, c.host.size_bytes(), cudaMemcpyDeviceToHost);
-      // The copies wait behind the last step's collectives: within the communicator's
-      // deadline, so that a stalled peer ends in timeout_error rather than a hang.
-      comm_.synchronize();
-    }
-    set.after_restore([this, copies, stream] {
-      for (const device_copy& c : copies) copy(c.device, c.host.data(), c.host.size_bytes(), cudaMemcpyHostToDevice);
-      for (bucket& b : buckets_)
-        std::visit(
-            [&](auto& data) {
-              if constexpr (requires { data.params; })
-                if (data.params) publish(b, data);
-            },
-            b.data);
-      record(updated_, stream, [] { return std::string("restoring a checkpoint"); });
-      comm_.synchronize();
-    });
-    return set;
-  }
-
-  /// Adds bucket `b`'s parameters and optimizer state to `set`, member by member, with
-  /// where each lives on the device.
-  template <class Data>
-  void describe_state(bucket& b, Data& data, ckpt::state_set& set, std::vector<device_copy>& copies) {
-    std::vector<std::size_t> sizes;
-    for (std::size_t m : b.members) sizes.push_back(variables_[m].elements);
-    const std::size_t begin = b.sharded ? b.slices.offset(comm_.rank()) : 0,
-                      count = b.sharded ? b.slices.slice : b.elements;
-    const ckpt::sharing how = b.sharded ? ckpt::sharing::sharded : ckpt::sharing::replicated;
-    float* master = nullptr;
-    if constexpr (requires { data.master32; }) master = data.master32.span().empty() ? nullptr : data.master32.data();
-    const auto state = data.state.tensors();
-    for (const sync::member_part& p : sync::parts_in_range(b.offsets, sizes, begin, count)) {
-      const device_variable_binding& v = variables_[b.members[p.member]];
-      auto add = [&](std::string name, float* device) {
-        const std::span<float> host = set.scratch(p.count);
-        set.add({std::move(name), v.shape, how, host, false, p.begin});
-        copies.push_back({device, host});
-      };
-      // Without a master copy the parameters are the user's fp32 ones, whole (replicated).
-      add(v.name, master ? master + p.at : static_cast<float*>(v.param) + p.begin);
-      for (const auto& [name, values] : state) add(v.name + "/" + std::string(name), values + p.at);
-    }
-  }
-
-  void copy(void* to, const void* from, std::size_t bytes, cudaMemcpyKind kind) {
-    nccl::detail::check_cuda(cudaMemcpyAsync(to, from, bytes, kind, comm_.stream()), "cudaMemcpyAsync (a checkpoint)",
-                             comm_.rank());
-  }
-
-
-  // Kernels launch on the current device, which must be the communicator's.
-  void require_current_device() const {
-    int current = 0;
-    nccl::detail::check_cuda(cudaGetDevice(&current), "cudaGetDevice", comm_.rank());
-    if (current != comm_.device())
-      throw usage_error("nccl_executor on rank " + std::to_string(comm_.rank()) + ": the current CUDA device is " +
-                        std::to_string(current) + " but the communicator's is " + std::to_string(comm_.device()) +
-                        "; call cudaSetDevice(" + std::to_string(comm_.device()) + ") first");
-  }
-
-  void check_bindings() const {
-    std::unordered_set<std::string_view> names;
-    for (const device_variable_binding& v : variables_) {
-      if (!names.insert(v.name).second)
-        throw binding_error("variable \"" + v.name + "\" on rank " + std::to_string(comm_.rank()) +
-                            " is declared twice; give every variable its own name");
-      for (const auto& [data, what] : {std::pair{v.param, "parameter"}, std::pair{v.grad, "gradient"}})
-        cuda::require_device_memory(data, v.bytes(), comm_.device(),
-                                    "variable \"" + v.name + "\" on rank " + std::to_string(comm_.rank()) + ": the " + what);
-    }
-  }
-
-  /// The nccl communicator's all-gather for host data (the signature), copied through
-  /// device memory; blocks the host.
-  template <class T>
-  void allgather_from_host(std::span<const T> mine, std::span<T> all) {
-    const cudaStream_t stream = comm_.stream();
-    cuda::device_buffer<T> gathered(all.size(), stream);
-    const std::span<T> own = gathered.span().subspan(static_cast<std::size_t>(comm_.rank()) * mine.size(), mine.size());
-    nccl::detail::check_cuda(cudaMemcpyAsync(own.data(), mine.data(), mine.size_bytes(), cudaMemcpyHostToDevice, stream),
-                             "cudaMemcpyAsync (the model signature)", comm_.rank());
-    comm_.allgather(std::span<const T>(own), gathered.span());
-    nccl::detail::check_cuda(cudaMemcpyAsync(all.data(), gathered.data(), all.size_bytes(), cudaMemcpyDeviceToHost, stream),
-                             "cudaMemcpyAsync (the model signature)", comm_.rank());
-    comm_.synchronize();  // within the communicator's deadline
-  }
-
-  cudaEvent_t make_event() const {
-    cudaEvent_t e = nullptr;
-    nccl::detail::check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags", comm_.rank());
-    return e;
-  }
+  using bucket_packer = cuda::bucket_packer<T>;
 
   /// `during()` names the call in an error; built only then, since grad_ready and step()
   /// record on every step.
-  template <class Context>
-  void record(cudaEvent_t e, cudaStream_t stream, Context&& during) const {
+  template <class During>
+  static void record(event& e, stream_t stream, During&& during, int rank) {
     if (const cudaError_t status = cudaEventRecord(e, stream); status != cudaSuccess)
-      nccl::detail::check_cuda(status, "cudaEventRecord (" + during() + ")", comm_.rank());
+      nccl::detail::check_cuda(status, "cudaEventRecord (" + during() + ")", rank);
   }
-
-  void broadcast(device_variable_binding& v) {
-    auto bytes = detail::typed<std::byte>(v.param, v.bytes());
-    comm_.broadcast(bytes, 0);
+  template <class During>
+  static void wait(stream_t on, const event& e, During&& during, int rank) {
+    if (const cudaError_t status = cudaStreamWaitEvent(on, e, 0); status != cudaSuccess)
+      nccl::detail::check_cuda(status, "cudaStreamWaitEvent (" + during() + ")", rank);
   }
-
-  template <class T>
-  std::vector<std::span<T>> spans_of(const std::vector<std::size_t>& members, void* device_variable_binding::*buffer) const {
-    std::vector<std::span<T>> spans;
-    for (std::size_t m : members) spans.push_back(detail::typed<T>(variables_[m].*buffer, variables_[m].elements));
-    return spans;
+  static void zero(void* data, std::size_t bytes, stream_t stream) {
+    if (bytes != 0) STRATA_CUDA_CHECK(cudaMemsetAsync(data, 0, bytes, stream));
   }
-
-  void plan(const sync::bucket_options& options) {
-    const std::vector<sync::typed_bucket> planned_buckets = sync::plan_device_buckets(variables_, options);
-    driver_.plan(planned_buckets, variables_.size());
-    for (const sync::typed_bucket& planned : planned_buckets) {
-      if (planned.wire != planned.type) {  // fp32 narrowed by Compress<...>
-        buckets_.push_back(planned.wire == element_type::fp16 ? make_compressed_bucket<half>(planned)
-                                                              : make_compressed_bucket<bfloat16>(planned));
-        continue;
-      }
-      switch (planned.type) {
-        case element_type::fp32: buckets_.push_back(make_bucket<float>(planned)); break;
-        case element_type::fp16: buckets_.push_back(make_bucket<half>(planned)); break;
-        case element_type::bf16: buckets_.push_back(make_bucket<bfloat16>(planned)); break;
-      }
-    }
+  static void copy(void* to, const void* from, std::size_t bytes, stream_t stream, const char* what, int rank) {
+    nccl::detail::check_cuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, stream),
+                             std::string("cudaMemcpyAsync (") + what + ")", rank);
   }
-
-  template <class T>
-  bucket make_bucket(const sync::typed_bucket& planned) {
-    const cudaStream_t stream = comm_.stream();
-    const sync::bucket_layout& layout = planned.layout;
-    const std::size_t n = layout.elements;
-    const sync::bucket_slices slices = planned.sharded ? sync::slice_bucket(n, comm_.size()) : sync::bucket_slices{n, n};
-    const bool master = planned.sharded || !std::is_same_v<T, float>;
-    bucket_data<T> data{cuda::bucket_packer<T>(spans_of<T>(layout.members, &device_variable_binding::grad), stream),
-                        cuda::device_buffer<T>(slices.padded, stream),
-                        detail::device_optimizer_state<O>(optimizer_, slices.slice, stream),
-                        cuda::device_buffer<float>(master && !std::is_same_v<T, float> ? slices.slice : 0, stream),
-                        cuda::device_buffer<float>(master ? slices.slice : 0, stream),
-                        {}};
-    if (master) {
-      // The padding past the members is zero, and its gradients stay zero.
-      if (slices.padded > n) STRATA_CUDA_CHECK(cudaMemsetAsync(data.wire.data(), 0, slices.padded * sizeof(T), stream));
-      data.params.emplace(spans_of<T>(layout.members, &device_variable_binding::param), stream);
-      // The master copy starts as the (broadcast) parameters, exactly: widening is exact.
-      data.params->pack(data.wire.span().first(n), stream);
-      cuda::scaled_widen<T>(updated_range(planned.sharded, slices, data.wire.span()), data.master32.span(), 1.0f, stream);
-    }
-    return {layout.members, layout.offsets, n, planned.sharded, slices, accumulator(n), std::move(data)};
-  }
-
   template <class W>
-  bucket make_compressed_bucket(const sync::typed_bucket& planned) {
-    const cudaStream_t stream = comm_.stream();
-    const sync::bucket_layout& layout = planned.layout;
-    const std::size_t n = layout.elements;
-    compressed_data<W> data{
-        cuda::bucket_packer<float>(spans_of<float>(layout.members, &device_variable_binding::grad), stream),
-        cuda::device_buffer<float>(n, stream), cuda::device_buffer<W>(n, stream),
-        detail::device_optimizer_state<O>(optimizer_, n, stream)};
-    return {layout.members, layout.offsets, n, false, {n, n}, accumulator(n), std::move(data)};
+  static void scaled_widen(std::span<W> in, std::span<float> out, float scale, stream_t stream) {
+    cuda::scaled_widen<W>(in, out, scale, stream);
   }
-
-  cuda::device_buffer<float> accumulator(std::size_t n) const {
-    return cuda::device_buffer<float>(accumulation_steps() > 1 ? n : 0, comm_.stream());
-  }
-
-  int accumulation_steps() const { return driver_.bookkeeping().accumulation_steps(); }
-
-  /// Folds this micro-batch's packed gradients into the bucket's sum; on the last one the
-  /// mean over the micro-batches replaces them (before any 16-bit rounding, so the wire
-  /// keeps the headroom of one gradient). Returns whether they are now ready to reduce.
-  template <class T>
-  bool accumulate(bucket& b, std::span<T> packed, micro_step m) {
-    if (m.micro_batches == 1) return true;
-    const cudaStream_t stream = comm_.stream();
-    if (m.first) cuda::scaled_widen<T>(packed, b.accumulated.span(), 1.0f, stream);
-    else cuda::accumulate<T>(packed, b.accumulated.span(), stream);
-    if (!m.last) return false;
-    cuda::scaled_narrow<T>(b.accumulated.span(), packed, 1.0f / static_cast<float>(m.micro_batches), stream);
-    return true;
-  }
-
-  /// The part of a bucket's wire this rank updates.
-  template <class T>
-  std::span<T> updated_range(bool sharded, const sync::bucket_slices& slices, std::span<T> wire) const {
-    return sharded ? wire.subspan(slices.offset(comm_.rank()), slices.slice) : wire;
-  }
-
-  /// The device work of a step, for device_step (exec/device_step.hpp), which decides when.
-  struct launcher {
-    nccl_executor& exec;
-    cudaStream_t stream;  // the caller's
-
-    void gradient_marked(std::size_t v) {
-      exec.record(exec.events_[v], stream, [&] { return "grad_ready(\"" + exec.variables_[v].name + "\")"; });
-    }
-    void gradients_from_caller() { exec.comm_.depend_on(stream); }  // one event orders them all
-    void start_bucket(std::size_t i, micro_step m, bool marked) { exec.start_bucket(exec.buckets_[i], m, marked); }
-    void update(std::int64_t update) {
-      exec.hyper_parameters_.check(exec.optimizer_, update);  // a schedule may have changed them
-      for (bucket& b : exec.buckets_) std::visit([&](auto& data) { exec.update(b, data, update); }, b.data);
-    }
-  };
-
-  /// Starts bucket `b`: after its members' grad_ready events when they were marked (else
-  /// step() has ordered the stream already), packs it and accumulates or reduces it.
-  void start_bucket(bucket& b, micro_step m, bool marked) {
-    if (marked)
-      for (std::size_t v : b.members)
-        if (const cudaError_t status = cudaStreamWaitEvent(comm_.stream(), events_[v], 0); status != cudaSuccess)
-          nccl::detail::check_cuda(status, "cudaStreamWaitEvent (the gradient of \"" + variables_[v].name + "\")",
-                                   comm_.rank());
-    std::visit([&](auto& data) { start_reduction(b, data, m); }, b.data);
-  }
-
-  /// fp32 gradients are summed and averaged inside the optimizer's kernel (a pass fewer);
-  /// 16-bit ones are averaged by NCCL as they are reduced, for their sum over 8 ranks can
-  /// overflow where their mean does not.
-  template <class T>
-  void start_reduction(bucket& b, bucket_data<T>& data, micro_step m) {
-    data.grads.pack(data.wire.span().first(b.elements), comm_.stream());
-    if (!accumulate(b, data.wire.span().first(b.elements), m)) return;
-    const std::span<T> wire = data.wire.span();
-    if constexpr (std::is_same_v<T, float>) {
-      if (b.sharded) comm_.ireduce_scatter_sum(wire);
-      else comm_.iallreduce_sum(wire);
-    } else {
-      if (b.sharded) comm_.ireduce_scatter_average(wire);
-      else comm_.iallreduce_average(wire);
-    }
-  }
-
-  /// Averages before narrowing: the sum of P averages stays in range wherever the
-  /// gradients themselves do, and fp32 does the division.
   template <class W>
-  void start_reduction(bucket& b, compressed_data<W>& data, micro_step m) {
-    data.grads.pack(data.grad32.span(), comm_.stream());
-    if (!accumulate(b, data.grad32.span(), m)) return;
-    cuda::scaled_narrow<W>(data.grad32.span(), data.wire.span(), average_scale(), comm_.stream());
-    comm_.iallreduce_sum(data.wire.span());
+  static void scaled_narrow(std::span<float> in, std::span<W> out, float scale, stream_t stream) {
+    cuda::scaled_narrow<W>(in, out, scale, stream);
   }
-
-  /// The average over the ranks (accumulate() has already taken the micro-batches' mean).
-  float average_scale() const { return 1.0f / static_cast<float>(comm_.size()); }
-
-  /// Updates each member of `b` in place from its part of `grads` times `grad_scale` (the
-  /// bucket's average).
-  void update_members(const bucket& b, detail::device_optimizer_state<O>& state, std::span<const float> grads,
-                      float grad_scale, std::int64_t update) {
-    for (std::size_t k = 0; k < b.members.size(); ++k) {
-      const device_variable_binding& v = variables_[b.members[k]];
-      state.update(optimizer_, update, detail::typed<float>(v.param, v.elements), grads.subspan(b.offsets[k], v.elements),
-                   grad_scale, b.offsets[k], comm_.stream());
-    }
-  }
-
   template <class W>
-  void update(const bucket& b, compressed_data<W>& data, std::int64_t update) {  // averaged before narrowing
-    cuda::scaled_widen<W>(data.wire.span(), data.grad32.span(), 1.0f, comm_.stream());
-    update_members(b, data.state, data.grad32.span(), 1.0f, update);
+  static void accumulate(std::span<W> in, std::span<float> sum, stream_t stream) {
+    cuda::accumulate<W>(in, sum, stream);
+  }
+  static void sgd_update(std::span<float> param, std::span<const float> grad, std::span<float> velocity,
+                         const optim::sgd_element& op, stream_t stream, float grad_scale) {
+    cuda::sgd_update(param, grad, velocity, op, stream, grad_scale);
+  }
+  static void adam_update(std::span<float> param, std::span<const float> grad, std::span<float> m, std::span<float> v,
+                          const optim::adam_element& op, stream_t stream, float grad_scale) {
+    cuda::adam_update(param, grad, m, v, op, stream, grad_scale);
   }
 
-  /// Enqueues a reduced bucket's averaging and update, and for a sharded bucket the
-  /// all-gather of the updated slices. fp32 sums are averaged inside the optimizer's kernel
-  /// (grad_scale): a pass over the bucket fewer; 16-bit buckets arrive averaged.
-  template <class T>
-  void update(const bucket& b, bucket_data<T>& data, std::int64_t update) {
-    const float scale = std::is_same_v<T, float> ? average_scale() : 1.0f;
-    const cudaStream_t stream = comm_.stream();
-    const std::span<T> wire = data.wire.span();
-    if (!data.params) {  // fp32, replicated: the user's parameters are the master copy
-      if constexpr (std::is_same_v<T, float>) update_members(b, data.state, wire, scale, update);
-      return;
-    }
-    // One launch per range: master parameters, fp32 gradients and state share its layout.
-    const std::span<T> range = updated_range(b.sharded, b.slices, wire);
-    std::span<float> grad32;
-    float grad_scale = scale;
-    if constexpr (std::is_same_v<T, float>) {
-      grad32 = range;
-    } else {
-      cuda::scaled_widen<T>(range, data.grad32.span(), scale, stream);
-      grad32 = data.grad32.span();
-      grad_scale = 1.0f;
-    }
-    data.state.update(optimizer_, update, data.master32.span(), grad32, grad_scale, 0, stream);
-    publish(b, data);
+  static void require_current_device(const communicator& comm) {
+    int current = 0;
+    nccl::detail::check_cuda(cudaGetDevice(&current), "cudaGetDevice", comm.rank());
+    if (current != comm.device())
+      throw usage_error("nccl_executor on rank " + std::to_string(comm.rank()) + ": the current CUDA device is " +
+                        std::to_string(current) + " but the communicator's is " + std::to_string(comm.device()) +
+                        "; call cudaSetDevice(" + std::to_string(comm.device()) + ") first");
   }
-
-  /// Writes the master copy of a bucket's updated range to the user's parameters, rounded
-  /// to T, and for a sharded bucket all-gathers every rank's slice first.
-  template <class T>
-  void publish(const bucket& b, bucket_data<T>& data) {
-    const cudaStream_t stream = comm_.stream();
-    const std::span<T> wire = data.wire.span();
-    cuda::scaled_narrow<T>(data.master32.span(), updated_range(b.sharded, b.slices, wire), 1.0f, stream);
-    if (b.sharded) comm_.iallgather_blocks(wire);
-    data.params->unpack(wire.first(b.elements), stream);
+  static void require_device_memory(const communicator& comm, const void* data, std::size_t bytes,
+                                    const std::string& what) {
+    cuda::require_device_memory(data, bytes, comm.device(), what);
   }
-
-  nccl::communicator comm_;
-  std::vector<device_variable_binding> variables_;
-  O optimizer_;
-  hyper_parameter_check<O> hyper_parameters_;
-  device_step driver_;  // ready marks, micro-batches, bucket order: tested on the CPU
-  std::vector<cudaEvent_t> events_;  // one per variable: its gradient is final
-  cudaEvent_t updated_ = nullptr;    // the last update (or the start-up) is done
-  std::vector<bucket> buckets_;      // in launch order
 };
+
+}  // namespace cuda
+
+/// Data parallelism on the nccl backend (exec/device_executor.hpp).
+template <class O>
+using nccl_executor = device_executor<cuda::space, O>;
+using nccl_executor_options = device_executor_options<cudaStream_t>;
 
 /// Builds the executor for device variables on the nccl backend (`comm`: a rank's
 /// communicator, e.g. nccl::context::collectives() or communicator::single_process()).
