@@ -70,7 +70,10 @@ void run(const options& o) {
   strata::nccl::communicator& comm = exec.communicator();
   std::vector<bench::contender> contenders = {
       {"ncclAllReduce", [&] { comm.iallreduce_sum(raw.span()); }},  // what the executor calls per bucket
-      {"executor_step", [&] { exec.step(comm.stream()); }},
+      {"executor_step", [&] {
+         exec.parameters_ready(comm.stream());
+         exec.step(comm.stream());
+       }},
       {"sgd_update", [&] {
          for (std::size_t k = 0; k < o.variables; ++k)
            strata::cuda::sgd_update(buffers[2 * k].span(), buffers[2 * k + 1].span(), {}, {0.0f, 0.0f, 0.0f, false}, comm.stream());

@@ -187,7 +187,7 @@ TEST_CASE("sim abort fails this rank's pending operations", "[simdev]") {
       }
     }
   }));
-  CHECK_THAT(message, Contains("used after abort (the test gave up)"));
+  CHECK_THAT(message, Contains("wait after abort (the test gave up)"));
 }
 
 TEST_CASE("sim an event orders work across streams; without it the streams race", "[simdev]") {

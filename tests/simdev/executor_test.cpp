@@ -216,6 +216,19 @@ void matches_host(int ranks, const O& opt, declared how, int accumulation = 1) {
   });
 }
 
+/// A job of one fp32 variable "a" of 100 elements per rank, for the tests of stalls and
+/// errors: body(exec, a, compute, comm) on every rank.
+template <class Body>
+void one_variable_job(int ranks, sim::device_options options, Body body) {
+  sim::run(ranks, options, [&](sim::communicator& comm, sim::device& d) {
+    sim::owned_stream compute(d, "compute");
+    const optim::sgd opt{.lr = 0.1f};
+    tracked<float, optim::sgd> a("a", 1, 100, opt, compute);
+    auto exec = make_executor(comm, {a.binding<Dense>()}, opt, {.buckets = {}, .initialized_on = compute});
+    body(exec, a, compute, comm);
+  });
+}
+
 }  // namespace
 
 TEST_CASE("simdev executor: replicated fp32, fp16 and bf16 equal the host's update of the mean", "[simdev]") {
@@ -244,15 +257,12 @@ TEST_CASE("simdev executor: a rank that stops calling step is named within the d
   const auto deadline = std::chrono::milliseconds(1000);
   std::vector<std::string> messages(static_cast<std::size_t>(ranks));
   std::vector<std::chrono::steady_clock::duration> took(static_cast<std::size_t>(ranks));
-  REQUIRE_NOTHROW(sim::run(ranks, fast(deadline), [&](sim::communicator& comm, sim::device& d) {
-    sim::owned_stream compute(d, "compute");
-    const optim::sgd opt{.lr = 0.1f};
-    tracked<float, optim::sgd> a("a", 1, 100, opt, compute);
-    auto exec = make_executor(comm, {a.binding<Dense>()}, opt, {.buckets = {}, .initialized_on = compute});
+  REQUIRE_NOTHROW(one_variable_job(ranks, fast(deadline), [&](auto& exec, auto& a, sim::stream_t compute, sim::communicator& comm) {
     a.backward(compute, 0, comm.rank());
     exec.step(compute);
     exec.wait();
     if (comm.rank() == 1) return;  // stops after one step
+    exec.parameters_ready(compute);
     a.backward(compute, 1, comm.rank());
     exec.step(compute);
     const auto start = std::chrono::steady_clock::now();
@@ -272,11 +282,7 @@ TEST_CASE("simdev executor: a rank that stops calling step is named within the d
 }
 
 TEST_CASE("simdev executor: a forgotten stream is refused, naming the call", "[simdev]") {
-  REQUIRE_THROWS_WITH(sim::run(2, fast(), [&](sim::communicator& comm, sim::device& d) {
-                        sim::owned_stream compute(d, "compute");
-                        const optim::sgd opt{.lr = 0.1f};
-                        tracked<float, optim::sgd> a("a", 1, 10, opt, compute);
-                        auto exec = make_executor(comm, {a.binding<Dense>()}, opt, {.buckets = {}, .initialized_on = compute});
+  REQUIRE_THROWS_WITH(one_variable_job(2, fast(), [&](auto& exec, auto&, sim::stream_t, sim::communicator&) {
                         exec.grad_ready("a", nullptr);
                       }),
                       Contains("grad_ready(\"a\") was given no stream"));
@@ -300,4 +306,65 @@ TEST_CASE("simdev executor: host memory bound as device memory is refused, namin
                                                   optim::sgd{}, {.buckets = {}, .initialized_on = compute});
                       }),
                       Contains("variable \"host.weight\" on rank") && Contains("not memory of rank"));
+}
+
+TEST_CASE("simdev executor: ranks that keep stepping past a stopped rank fail within the deadline", "[simdev]") {
+  // They never call wait(): only step()'s bound on run-ahead stops them.
+  const int ranks = GENERATE(2, 3);
+  CAPTURE(ranks);
+  const auto deadline = std::chrono::milliseconds(1000);
+  std::vector<std::string> messages(static_cast<std::size_t>(ranks));
+  std::vector<std::chrono::steady_clock::duration> took(static_cast<std::size_t>(ranks));
+  REQUIRE_NOTHROW(one_variable_job(ranks, fast(deadline), [&](auto& exec, auto& a, sim::stream_t compute, sim::communicator& comm) {
+    const int stopped = ranks - 1;
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      for (std::int64_t step = 0; step < 10000; ++step) {
+        if (comm.rank() == stopped && step == 3) return;
+        exec.parameters_ready(compute);
+        a.backward(compute, step, comm.rank());
+        exec.step(compute);
+      }
+      messages[static_cast<std::size_t>(comm.rank())] = "ran 10000 steps ahead of a stopped rank";
+    } catch (const timeout_error& e) {
+      messages[static_cast<std::size_t>(comm.rank())] = e.what();
+    }
+    took[static_cast<std::size_t>(comm.rank())] = std::chrono::steady_clock::now() - start;
+  }));
+  for (int r = 0; r + 1 < ranks; ++r) {
+    CAPTURE(r);
+    CHECK_THAT(messages[static_cast<std::size_t>(r)],
+               Contains("(step())") && Contains("waits for rank " + std::to_string(ranks - 1) + " "));
+    CHECK(took[static_cast<std::size_t>(r)] < deadline + std::chrono::seconds(2));
+  }
+}
+
+TEST_CASE("simdev executor: a step without parameters_ready since the last is refused, naming it", "[simdev]") {
+  REQUIRE_THROWS_WITH(one_variable_job(2, fast(), [&](auto& exec, auto& a, sim::stream_t compute, sim::communicator& comm) {
+                        for (std::int64_t step = 0; step < 2; ++step) {  // the second step forgets it
+                          a.backward(compute, step, comm.rank());
+                          exec.step(compute);
+                        }
+                      }),
+                      Contains("step() of a new step without parameters_ready(stream)"));
+}
+
+TEST_CASE("simdev executor: fp16 gradients are averaged before they are summed", "[simdev]") {
+  // 30000 on each of 4 ranks: their mean is a half, their sum (120000) is not (max 65504).
+  REQUIRE_NOTHROW(sim::run(4, fast(), [&](sim::communicator& comm, sim::device& d) {
+    sim::owned_stream compute(d, "compute");
+    sim::device_buffer<half> param(8, compute), grad(8, compute);
+    const std::vector<half> zero(8, half(0.0f)), large(8, half(30000.0f));
+    sim::copy_async(param.data(), zero.data(), 8 * sizeof(half), compute);
+    sim::copy_async(grad.data(), large.data(), 8 * sizeof(half), compute);
+    auto exec = make_executor(comm, {device_variable<Dense>("h", param.memory(), grad.memory(), {8})},
+                              optim::sgd{.lr = 1e-5f}, {.buckets = {}, .initialized_on = compute});
+    exec.step(compute);
+    exec.wait();
+    std::vector<half> after(8);
+    sim::copy_async(after.data(), param.data(), 8 * sizeof(half), compute);
+    d.synchronize(compute);
+    for (const half& x : after)
+      expect(std::abs(static_cast<float>(x) + 0.3f) < 1e-3f, "the parameter moved by lr x the mean (30000), not by inf");
+  }));
 }

@@ -59,6 +59,7 @@
 // The user's gradient buffers are only read (by the pack), so they keep this step's
 // local gradients. Plain C++ without fmt, since nvcc compiles it for cuda::space. The
 // communicator's device must be the current device of the thread that drives it.
+#include <array>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -222,6 +223,7 @@ class device_executor {
   /// once every member is marked. Optional: without it, step() takes every gradient from
   /// its stream; but once one variable of a step is marked, all must be.
   void grad_ready(std::size_t v, stream_t stream) {
+    require_parameters_ready("grad_ready");
     launcher l{*this, stream};
     driver_.grad_ready(v, l);
   }
@@ -232,10 +234,21 @@ class device_executor {
   /// then, on the last micro-batch, the averaging and the optimizer are enqueued behind the
   /// reductions. Returns at once, true when it enqueued an update: that is done, and the
   /// gradients were read, when the event parameters_ready() waits on has completed.
+  ///
+  /// At most two steps are in flight: step k first waits, within the communicator's
+  /// deadline, until step k-2 has finished on the device. Unbounded, the host would enqueue
+  /// until the device's launch queue filled and then block inside a CUDA call, where no
+  /// deadline runs; bounded, a stalled peer ends in timeout_error here.
   bool step(stream_t stream = {}) {
+    require_parameters_ready("step");
+    event& ended = step_ends_[steps_taken_ % step_ends_.size()];
+    if (steps_taken_ >= step_ends_.size()) comm_.wait_event(ended, "step()");
     launcher l{*this, stream};
     const bool last = driver_.step(l);
     record(updated_, comm_.stream(), [] { return std::string("step()"); });
+    record(ended, comm_.stream(), [] { return std::string("step()"); });
+    ++steps_taken_;
+    parameters_ready_ = false;
     return last;
   }
 
@@ -244,6 +257,7 @@ class device_executor {
   /// after this step's reads of them.
   void parameters_ready(stream_t stream) {
     Space::wait(stream, updated_, [] { return std::string("parameters_ready"); }, comm_.rank());
+    parameters_ready_ = true;
   }
 
   /// Blocks the host until everything enqueued so far has finished, within the
@@ -443,6 +457,17 @@ class device_executor {
     Space::copy(to, from, bytes, comm_.stream(), what, comm_.rank());
   }
 
+
+  /// The next step's gradients must not be written while this step still reads the last
+  /// ones (the pack runs on the communicator's stream, later): parameters_ready orders them.
+  /// Without it the data would be corrupted silently, so its absence is an error.
+  void require_parameters_ready(const char* call) const {
+    if (steps_taken_ > 0 && !parameters_ready_)
+      throw usage_error(std::string(Space::executor_name) + " on rank " + std::to_string(comm_.rank()) + ": " + call +
+                        "() of a new step without parameters_ready(stream) since the last step(); call it before the "
+                        "forward pass (or the next micro-batch), so that the new gradients are written only after "
+                        "the last ones were read");
+  }
 
   // Kernels launch on the current device, which must be the communicator's.
   void require_current_device() const { Space::require_current_device(comm_); }
@@ -688,6 +713,9 @@ class device_executor {
   device_step driver_;  // ready marks, micro-batches, bucket order: tested on the CPU
   std::vector<event> events_;  // one per variable: its gradient is final
   event updated_;              // the last update (or the start-up) is done
+  std::array<event, 2> step_ends_;  // the last two steps' ends: the bound on run-ahead
+  std::size_t steps_taken_ = 0;
+  bool parameters_ready_ = false;  // called since the last step()
   std::vector<bucket> buckets_;      // in launch order
 };
 

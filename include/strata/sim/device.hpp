@@ -327,6 +327,10 @@ inline void stream::run() {
 
 inline device::~device() {
   cancel();  // streams still alive belong to their owners, who destroy them first
+  // What a failed stream never freed (its frees were skipped), and the pool.
+  for (const auto& [p, size] : live_) ::operator delete(p, std::align_val_t{alignment});
+  for (const auto& [size, blocks] : free_)
+    for (void* p : blocks) ::operator delete(p, std::align_val_t{alignment});
 }
 
 /// A stream owned by an object (cuda::owned_stream's counterpart).

@@ -424,6 +424,28 @@ class communicator {
     drain();
   }
 
+  /// Blocks the host until `e` (recorded on a stream of this communicator's GPU) has
+  /// completed, within the deadline, checking NCCL's asynchronous error state while it
+  /// polls: a stalled peer aborts the communicator and throws timeout_error naming `call`.
+  void wait_event(cudaEvent_t e, std::string_view call) {
+    detail::comm_state& s = *state_;
+    s.ensure_usable(call);
+    const auto until = s.deadline();
+    for (unsigned polls = 0;; ++polls) {
+      const cudaError_t status = cudaEventQuery(e);
+      if (status == cudaSuccess) return;
+      if (status != cudaErrorNotReady) {
+        s.abort("the communication stream failed");
+        detail::check_cuda(status, "cudaEventQuery (" + std::string(call) + ")", rank());
+      }
+      ncclResult_t state = ncclSuccess;
+      s.check(ncclCommGetAsyncError(s.native_handle(), &state), "ncclCommGetAsyncError (" + std::string(call) + ")");
+      if (state != ncclSuccess && state != ncclInProgress) s.fail(state, call);
+      if (std::chrono::steady_clock::now() > until) s.time_out(call);
+      detail::comm_state::pause(polls);
+    }
+  }
+
   /// Any trivially copyable type (sent as bytes), from rank `root`, in place. NCCL checks
   /// the root.
   template <class T>
@@ -506,25 +528,11 @@ class communicator {
     return {++s.posted_};
   }
 
-  /// Waits, within the deadline, for what the stream holds now (an event recorded on it),
-  /// checking NCCL's asynchronous error state while it polls.
+  /// Waits, within the deadline, for what the stream holds now (an event recorded on it).
   void drain() {
     detail::comm_state& s = *state_;
     detail::check_cuda(cudaEventRecord(s.done_, s.stream()), "cudaEventRecord (wait)", rank());
-    const auto until = s.deadline();
-    for (unsigned polls = 0;; ++polls) {
-      const cudaError_t status = cudaEventQuery(s.done_);
-      if (status == cudaSuccess) break;
-      if (status != cudaErrorNotReady) {
-        s.abort("the communication stream failed");
-        detail::check_cuda(status, "cudaEventQuery (wait)", rank());
-      }
-      ncclResult_t state = ncclSuccess;
-      s.check(ncclCommGetAsyncError(s.native_handle(), &state), "ncclCommGetAsyncError (wait)");
-      if (state != ncclSuccess && state != ncclInProgress) s.fail(state, "wait");
-      if (std::chrono::steady_clock::now() > until) s.time_out("wait");
-      detail::comm_state::pause(polls);
-    }
+    wait_event(s.done_, "wait");
     s.completed_ = s.launched_;
   }
 

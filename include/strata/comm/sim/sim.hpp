@@ -342,6 +342,23 @@ class communicator {
   /// Returns once everything enqueued on stream() so far has finished.
   void synchronize() { drain(); }
 
+  /// Blocks the host until `e` (recorded on a stream of this rank's device) has completed,
+  /// within the deadline: past it, this rank's operations are aborted and timeout_error
+  /// names `call`, the ranks that never reached the collective this rank waits in, and
+  /// every stream's pending work.
+  void wait_event(const event& e, std::string_view call) {
+    if (!state_->abort_reason.empty())
+      throw comm_error(strata::detail::cat("sim::communicator on rank ", rank(), ": ", call, " after abort (",
+                                           state_->abort_reason, ")"));
+    try {
+      state_->dev.synchronize(e, strata::detail::cat(" on rank ", rank(), " (", call, ")"));
+    } catch (const timeout_error& t) {
+      const std::string late = state_->world->missing(state_->waiting_in);
+      abort("timed out");
+      throw timeout_error(late.empty() ? std::string(t.what()) : strata::detail::cat(t.what(), late));
+    }
+  }
+
   /// Any trivially copyable type, from rank `root`, in place.
   template <class T>
     requires std::is_trivially_copyable_v<T>
@@ -485,17 +502,9 @@ class communicator {
   }
 
   void drain() {
-    if (!state_->abort_reason.empty())
-      throw comm_error(strata::detail::cat("sim::communicator on rank ", rank(), ": used after abort (", state_->abort_reason, ")"));
     event e;
     e.record(stream());
-    try {
-      state_->dev.synchronize(e, strata::detail::cat(" on rank ", rank()));
-    } catch (const timeout_error& t) {
-      const std::string late = state_->world->missing(state_->waiting_in);
-      abort("timed out");
-      throw timeout_error(late.empty() ? std::string(t.what()) : strata::detail::cat(t.what(), late));
-    }
+    wait_event(e, "wait");
   }
 
   std::shared_ptr<state> state_;
