@@ -207,6 +207,10 @@ class device_executor {
     comm_.barrier();  // waits, within the communicator's deadline, for all of the above
   }
 
+  /// Waits (within the deadline) until the communicator's stream no longer runs this
+  /// executor's work: the user's buffers, which that work reads and writes, may then be
+  /// freed, even after an error ended the training early.
+  ~device_executor() { comm_.quiesce(); }
   device_executor(const device_executor&) = delete;
   device_executor& operator=(const device_executor&) = delete;
 

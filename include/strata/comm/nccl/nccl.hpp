@@ -424,6 +424,19 @@ class communicator {
     drain();
   }
 
+  /// Returns once nothing enqueued on stream() still runs, for destructors: never throws.
+  /// Waits within the deadline; past it (or on any failure) the communicator is aborted,
+  /// which ends NCCL's kernels, and the stream's other work is then waited for.
+  void quiesce() noexcept {
+    try {
+      synchronize();
+      return;
+    } catch (...) {
+      abort("given up while its stream was drained for a destructor");
+    }
+    static_cast<void>(cudaStreamSynchronize(stream()));
+  }
+
   /// Blocks the host until `e` (recorded on a stream of this communicator's GPU) has
   /// completed, within the deadline, checking NCCL's asynchronous error state while it
   /// polls: a stalled peer aborts the communicator and throws timeout_error naming `call`.

@@ -359,6 +359,21 @@ class communicator {
     }
   }
 
+  /// Returns once nothing enqueued on stream() still runs, for destructors: never throws.
+  /// Past the deadline this rank's operations are aborted, which ends them at once.
+  void quiesce() noexcept {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      try {
+        state_->dev.synchronize(stream());
+        return;
+      } catch (const timeout_error&) {
+        abort("given up while its stream was drained for a destructor");
+      } catch (...) {
+        return;  // a failed stream has skipped the rest of its work: it is drained
+      }
+    }
+  }
+
   /// Any trivially copyable type, from rank `root`, in place.
   template <class T>
     requires std::is_trivially_copyable_v<T>
