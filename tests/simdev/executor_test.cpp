@@ -1,6 +1,6 @@
 // The device executor (the nccl executor's code) on the simulated device at 2, 3, 4 and 8
 // ranks: replicated fp32, fp16 and bf16 variables, PS<N> variables whose buckets do not
-// divide among the ranks, Compress<FP16>, and accumulation, each against the host
+// divide among the ranks, Compress<FP16|BF16>, and accumulation, each against the host
 // optimizers' update of the ranks' mean gradient, reduced as NCCL reduces (rank order,
 // each addition rounded to the wire type). The gradients are written by a "backward" kernel
 // on the user's stream, under random stream delays and with freed memory poisoned, so a
@@ -28,6 +28,7 @@ namespace {
 using Dense = Strategy<Replicate, AllReduce<Native>>;
 using Server = Strategy<PS<2>, Partition<0>>;
 using HalfWire = Strategy<Replicate, AllReduce<Native>, Compress<FP16>>;
+using Bfloat16Wire = Strategy<Replicate, AllReduce<Native>, Compress<BF16>>;
 
 constexpr sync::bucket_options several_buckets{.first_bucket_bytes = 64, .bucket_bytes = 2048};
 
@@ -178,7 +179,8 @@ void matches_host(int ranks, const O& opt, declared how, int accumulation = 1) {
     const bool ps = how == declared::ps, compressed = how == declared::compressed;
     auto bind = [&](auto& v) { return ps ? v.template binding<Server>() : v.template binding<Dense>(); };
     auto exec = make_executor(comm,
-                              {compressed ? a.template binding<HalfWire>() : bind(a), bind(h), b.template binding<Dense>(),
+                              {compressed ? a.template binding<HalfWire>() : bind(a), bind(h),
+                               compressed ? b.template binding<Bfloat16Wire>() : b.template binding<Dense>(),
                                bf.template binding<Dense>(), bind(c)},
                               opt, {.buckets = several_buckets, .initialized_on = compute, .accumulation_steps = accumulation});
     std::int64_t micro_batch = 0;
@@ -198,15 +200,20 @@ void matches_host(int ranks, const O& opt, declared how, int accumulation = 1) {
       }
       exec.parameters_ready(compute);
       d.synchronize(compute);
-      if (compressed) a.template host_update<half>(opt, ranks, first, accumulation, update);
-      else a.host_update(opt, ranks, first, accumulation, update);
-      for (auto* v : {&b, &c}) v->host_update(opt, ranks, first, accumulation, update);
+      if (compressed) {
+        a.template host_update<half>(opt, ranks, first, accumulation, update);
+        b.template host_update<bfloat16>(opt, ranks, first, accumulation, update);
+      } else {
+        a.host_update(opt, ranks, first, accumulation, update);
+        b.host_update(opt, ranks, first, accumulation, update);
+      }
+      c.host_update(opt, ranks, first, accumulation, update);
       h.host_update(opt, ranks, first, accumulation, update);
       bf.host_update(opt, ranks, first, accumulation, update);
       const std::string at = "rank " + std::to_string(comm.rank()) + " of " + std::to_string(ranks) + ", update " +
                              std::to_string(update);
-      // Compress<FP16> rounds each rank's share to half before the sum: the reference does
-      // the same, so fp32 stays exact.
+      // Compress<FP16 | BF16> rounds each rank's share to the wire type before the sum: the
+      // reference does the same, so fp32 stays exact.
       for (auto* v : {&a, &b, &c}) v->compare(d, compute, 0.0f, at);
       h.compare(d, compute, 4.0f / 1024, at);
       bf.compare(d, compute, 4.0f / 128, at);
@@ -244,7 +251,7 @@ TEST_CASE("simdev executor: PS<N> buckets that do not divide among the ranks", "
   REQUIRE_NOTHROW(matches_host(ranks, optim::adam{.lr = 0.01f, .weight_decay = 0.01f}, declared::ps));
 }
 
-TEST_CASE("simdev executor: Compress<FP16> and accumulation over micro-batches", "[simdev]") {
+TEST_CASE("simdev executor: Compress<FP16> and Compress<BF16>, and accumulation over micro-batches", "[simdev]") {
   const int ranks = GENERATE(2, 3, 4, 8);
   CAPTURE(ranks);
   REQUIRE_NOTHROW(matches_host(ranks, optim::sgd{.lr = 0.1f, .momentum = 0.9f}, declared::compressed));
