@@ -278,3 +278,35 @@ TEST_CASE("sim sends and receives of different sizes fail naming both ranks", "[
                       }),
                       Contains("rank 0 sent 32 bytes to rank 1, which posted a receive of 16 bytes"));
 }
+
+TEST_CASE("sim split forms groups ordered by key, whose collectives stay in the group", "[simdev]") {
+  const int ranks = GENERATE(4, 8);
+  CAPTURE(ranks);
+  REQUIRE_NOTHROW(sim::run(ranks, fast(), [&](sim::communicator& comm, sim::device& d) {
+    // Two colors (even and odd ranks), each ordered by descending world rank.
+    sim::communicator group = comm.split(comm.rank() % 2, -comm.rank());
+    expect(group.size() == ranks / 2, "half the ranks in each group");
+    expect(group.rank() == (ranks - 1 - comm.rank()) / 2, "ranks ordered by key");
+    sim::device_buffer<float> value(1, group.stream());
+    const std::vector<float> mine{static_cast<float>(comm.rank())};
+    upload(d, group.stream(), value.data(), mine);
+    group.allreduce_sum(value.span());
+    float expected = 0;
+    for (int r = comm.rank() % 2; r < ranks; r += 2) expected += static_cast<float>(r);
+    expect(to_host(d, group.stream(), value.data(), 1)[0] == expected, "the sum over this group only");
+    comm.barrier();  // the parent goes on working beside its children
+  }));
+}
+
+TEST_CASE("sim a split that a rank never calls times out, naming it", "[simdev]") {
+  std::string message;
+  REQUIRE_NOTHROW(sim::run(3, fast(std::chrono::milliseconds(500)), [&](sim::communicator& comm, sim::device&) {
+    if (comm.rank() == 2) return;
+    try {
+      comm.split(0, comm.rank());
+    } catch (const timeout_error& e) {
+      if (comm.rank() == 0) message = e.what();
+    }
+  }));
+  CHECK_THAT(message, Contains("split #0 waits for rank 2"));
+}

@@ -154,6 +154,41 @@ class world {
     if (!m.received) throw comm_error(strata::detail::cat("sim::communicator on rank ", from, ": aborted while sending to rank ", to));
   }
 
+  /// Rank `rank`'s split number `seq` with (color, key): waits, until `until`, for every
+  /// rank's; returns the world of its color (ranks ordered by key, then by rank) and its
+  /// rank there. Throws timeout_error naming the ranks that did not call it, comm_error
+  /// when this rank was aborted.
+  std::pair<std::shared_ptr<world>, int> split(int rank, std::uint64_t seq, int color, int key,
+                                               std::chrono::steady_clock::time_point until) {
+    std::unique_lock lock(mutex_);
+    split_round& round = splits_[seq];
+    if (round.asked.empty()) round.asked.resize(index(size_));
+    round.asked[index(rank)] = std::pair{color, key};
+    if (++round.arrived == size_) {
+      std::map<int, std::vector<std::pair<int, int>>> members;  // color -> (key, rank)
+      for (int r = 0; r < size_; ++r) members[round.asked[index(r)]->first].push_back({round.asked[index(r)]->second, r});
+      round.placed.resize(index(size_));
+      for (auto& [c, ranks] : members) {
+        std::sort(ranks.begin(), ranks.end());
+        auto child = std::make_shared<world>(static_cast<int>(ranks.size()));
+        for (std::size_t i = 0; i < ranks.size(); ++i) round.placed[index(ranks[i].second)] = {child, static_cast<int>(i)};
+      }
+    }
+    changed_.notify_all();
+    const bool done = changed_.wait_until(lock, until, [&] { return !round.placed.empty() || aborted_[index(rank)]; });
+    if (aborted_[index(rank)]) throw comm_error(strata::detail::cat("sim::communicator on rank ", rank, ": aborted in split #", seq));
+    if (!done) {
+      std::vector<std::string> late;
+      for (int r = 0; r < size_; ++r)
+        if (!round.asked[index(r)]) late.push_back(strata::detail::cat("rank ", r));
+      throw timeout_error(strata::detail::cat("sim::communicator::split on rank ", rank, ": split #", seq, " waits for ",
+                                              strata::detail::join(late, ", ")));
+    }
+    auto placed = round.placed[index(rank)];
+    if (++round.left == size_) splits_.erase(seq);
+    return placed;
+  }
+
   void abort(int rank) {
     {
       std::lock_guard lock(mutex_);
@@ -198,6 +233,12 @@ class world {
   std::vector<std::uint64_t> reached_;
   std::vector<char> aborted_;
   std::map<std::pair<int, int>, std::deque<detail::message*>> channels_;
+  struct split_round {
+    std::vector<std::optional<std::pair<int, int>>> asked;  // each rank's (color, key)
+    std::vector<std::pair<std::shared_ptr<world>, int>> placed;
+    int arrived = 0, left = 0;
+  };
+  std::map<std::uint64_t, split_round> splits_;
 };
 
 namespace detail {
@@ -410,6 +451,23 @@ class communicator {
     wait(r);
   }
 
+  /// Collective (ncclCommSplit): the ranks of one color, ordered by (key, rank), as a
+  /// communicator of their own on the same device, with a stream of its own. `color` must
+  /// be non-negative. Waits within the deadline; past it this communicator is aborted.
+  communicator split(int color, int key) {
+    if (color < 0)
+      throw usage_error(strata::detail::cat("sim::communicator::split on rank ", rank(), ": color ", color, " is negative"));
+    start_pending();
+    const auto until = std::chrono::steady_clock::now() + state_->opts.timeout;
+    try {
+      auto [child, child_rank] = state_->world->split(rank(), state_->splits++, color, key, until);
+      return communicator(std::move(child), child_rank, state_->dev, state_->opts);
+    } catch (const timeout_error&) {
+      abort("a split timed out");
+      throw;
+    }
+  }
+
   /// Gives up: this rank's pending and later operations fail with comm_error.
   void abort(std::string reason = "aborted by the caller") noexcept {
     state_->abort_reason = std::move(reason);
@@ -446,6 +504,7 @@ class communicator {
     std::unique_ptr<sim::stream> owned;
     stream_t stream;
     std::uint64_t collectives = 0;             // enqueued
+    std::uint64_t splits = 0;
     std::atomic<std::uint64_t> waiting_in{0};  // the collective the stream reached last (for reports)
     std::vector<transfer> pending;
     std::string abort_reason;
