@@ -66,7 +66,8 @@ void run(const options& o) {
   device_buffer<float> raw(each * o.variables, nullptr);
   STRATA_CUDA_CHECK(cudaDeviceSynchronize());
 
-  auto exec = strata::make_executor(strata::nccl::communicator::single_process(0), variables, strata::optim::sgd{.lr = 0.0f});
+  auto exec = strata::make_executor(strata::nccl::communicator::single_process(0), variables, strata::optim::sgd{.lr = 0.0f},
+                                   {.buckets = {}, .initialized_on = cudaStreamLegacy});
   strata::nccl::communicator& comm = exec.communicator();
   std::vector<bench::contender> contenders = {
       {"ncclAllReduce", [&] { comm.iallreduce_sum(raw.span()); }},  // what the executor calls per bucket

@@ -16,6 +16,7 @@
 
 #include <unistd.h>
 
+#include "deterministic.hpp"
 #include "gpu_test.hpp"
 #include "strata/ckpt/store.hpp"
 #include "strata/exec/nccl_executor.cuh"
@@ -28,18 +29,10 @@ using Dense = Strategy<Replicate, AllReduce<Native>>;
 using Server = Strategy<PS<2>, Partition<0>>;
 using HalfWire = Strategy<Replicate, AllReduce<Native>, Compress<FP16>>;
 
-constexpr nccl_executor_options several_buckets{.buckets = {.first_bucket_bytes = 64, .bucket_bytes = 4096}};
+const nccl_executor_options several_buckets{.buckets = {.first_bucket_bytes = 64, .bucket_bytes = 4096},
+                                                .initialized_on = cudaStreamLegacy};
 
-/// Deterministic values in [-1, 1).
-template <class T>
-std::vector<T> values(std::size_t n, std::uint32_t seed) {
-  std::vector<T> v(n);
-  for (T& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = T(static_cast<float>(seed >> 8) / static_cast<float>(1u << 23) - 1.0f);
-  }
-  return v;
-}
+using strata_test::values;
 
 /// One variable's device buffers.
 template <class T>
@@ -83,9 +76,9 @@ struct model {
   template <class Executor>
   void train(Executor& exec, std::int64_t from, std::int64_t to) {
     for (std::int64_t u = from; u <= to; ++u) {
-      exec.parameters_ready(nullptr);
+      exec.parameters_ready(cudaStreamLegacy);
       set_gradients(u);
-      exec.step(nullptr);
+      exec.step(cudaStreamLegacy);
     }
     exec.wait();
   }

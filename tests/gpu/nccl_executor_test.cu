@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "deterministic.hpp"
 #include "gpu_test.hpp"
 #include "strata/cuda/device.cuh"
 #include "strata/exec/nccl_executor.cuh"
@@ -31,17 +32,10 @@ using Bfloat16Wire = Strategy<Replicate, AllReduce<Native>, Compress<BF16>>;
 enum class declared { replicated, ps, compressed };
 
 // Small buckets, so a handful of variables fill several.
-constexpr nccl_executor_options several_buckets{.buckets = {.first_bucket_bytes = 64, .bucket_bytes = 8192}};
+const nccl_executor_options several_buckets{.buckets = {.first_bucket_bytes = 64, .bucket_bytes = 8192},
+                                                .initialized_on = cudaStreamLegacy};
 
-/// Deterministic values in [-1, 1).
-std::vector<float> values(std::size_t n, std::uint32_t seed) {
-  std::vector<float> v(n);
-  for (float& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = static_cast<float>(seed >> 8) / static_cast<float>(1u << 23) - 1.0f;
-  }
-  return v;
-}
+using strata_test::values;
 
 template <class T>
 std::vector<T> rounded(const std::vector<float>& v) {
@@ -124,7 +118,7 @@ void matches_host(const O& opt, const std::string& what, declared how = declared
     const auto gh = h.set_gradient(seed + 4);
     const auto gbf = bf.set_gradient(seed + 5);
     if (step == 1) {
-      exec.step();
+      exec.step(cudaStreamLegacy);
     } else {
       // The gradients were copied on the null stream (a pageable cudaMemcpy may return before
       // its DMA lands), which a non-blocking stream does not wait for by itself.
@@ -180,7 +174,7 @@ void accumulates_micro_batches() {
   tracked<strata::half, optim::sgd> h("h", 300, opt, 12);
   auto exec = make_executor(nccl::communicator::single_process(0),
                      {a.binding(), h.binding(), c.template binding<HalfWire>(), p.template binding<Server>()}, opt,
-                     {.buckets = several_buckets.buckets, .initialized_on = nullptr, .accumulation_steps = micro_batches});
+                     {.buckets = several_buckets.buckets, .initialized_on = cudaStreamLegacy, .accumulation_steps = micro_batches});
   const float scale = 1.0f / micro_batches;
   for (std::int64_t update = 1; update <= 2; ++update) {
     std::vector<float> sum_a(a.size, 0.0f), sum_h(h.size, 0.0f), sum_c(c.size, 0.0f), sum_p(p.size, 0.0f);
@@ -196,9 +190,9 @@ void accumulates_micro_batches() {
       for (std::size_t i = 0; i < h.size; ++i) sum_h[i] += static_cast<float>(gh[i]);
       for (std::size_t i = 0; i < c.size; ++i) sum_c[i] += gc[i];
       for (std::size_t i = 0; i < p.size; ++i) sum_p[i] += gp[i];
-      const bool updated = exec.step();
+      const bool updated = exec.step(cudaStreamLegacy);
       expect(updated == (micro + 1 == micro_batches), "step() reports an update on the last micro-batch only");
-      exec.parameters_ready(nullptr);  // the next gradients overwrite this one's only after it was read
+      exec.parameters_ready(cudaStreamLegacy);  // the next gradients overwrite this one's only after it was read
       STRATA_CUDA_CHECK(cudaStreamSynchronize(nullptr));
     }
     // The mean is taken in fp32, then rounded to the wire type (one rank: the all-reduce
@@ -220,7 +214,7 @@ void accumulates_micro_batches() {
   }
   expect(exec.updates() == 2, "accumulation: two updates from six micro-batches");
   expect_throws<usage_error>(
-      [&] { make_executor(nccl::communicator::single_process(0), {a.binding()}, opt, {.buckets = {}, .initialized_on = nullptr, .accumulation_steps = 0}); },
+      [&] { make_executor(nccl::communicator::single_process(0), {a.binding()}, opt, {.buckets = {}, .initialized_on = cudaStreamLegacy, .accumulation_steps = 0}); },
       {"accumulation_steps", "at least 1"}, "zero micro-batches");
 }
 
@@ -233,7 +227,7 @@ __global__ void sleep_kernel(unsigned milliseconds) {
 void waits_for_the_user_stream() {
   const optim::sgd opt{.lr = 0.5f};
   tracked<float, optim::sgd> a("a", 4096, opt, 7);
-  auto exec = make_executor(nccl::communicator::single_process(0), {a.binding()}, opt);
+  auto exec = make_executor(nccl::communicator::single_process(0), {a.binding()}, opt, {.buckets = {}, .initialized_on = cudaStreamLegacy});
   const std::vector<float> g = values(a.size, 8);
   const auto source = gpu_test::to_device(g);
   STRATA_CUDA_CHECK(cudaMemset(a.grad.data(), 0, a.size * sizeof(float)));
@@ -265,7 +259,7 @@ __global__ void wait_for_host(const volatile int* flag, int* released) {
 void step_does_not_block() {
   const optim::sgd opt{.lr = 0.1f};
   tracked<float, optim::sgd> a("a", 256, opt, 9);
-  auto exec = make_executor(nccl::communicator::single_process(0), {a.binding()}, opt);
+  auto exec = make_executor(nccl::communicator::single_process(0), {a.binding()}, opt, {.buckets = {}, .initialized_on = cudaStreamLegacy});
   int* flag = nullptr;
   STRATA_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&flag), 2 * sizeof(int), cudaHostAllocMapped));
   flag[0] = flag[1] = 0;
@@ -291,7 +285,7 @@ void errors() {
   std::vector<float> host(16);
   cuda::device_buffer<float> grad(16, nullptr), param(16, nullptr);
   auto make = [&](std::vector<device_variable_binding> variables) {
-    return make_executor(nccl::communicator::single_process(0), std::move(variables), opt);
+    return make_executor(nccl::communicator::single_process(0), std::move(variables), opt, {.buckets = {}, .initialized_on = cudaStreamLegacy});
   };
   expect_throws<binding_error>(
       [&] { make({device_variable<Dense>("host.weight", device_span<float>(host.data(), 16), grad.memory(), {16})}); },
@@ -312,9 +306,9 @@ void errors() {
 
   auto twice = make({device_variable<Dense>("w", param.memory(), grad.memory(), {16}),
                      device_variable<Dense>("v", other_param.memory(), other_grad.memory(), {16})});
-  twice.grad_ready("w", nullptr);
-  expect_throws<usage_error>([&] { twice.grad_ready("w", nullptr); }, {"\"w\"", "twice"}, "grad_ready twice");
-  expect_throws<usage_error>([&] { twice.step(); }, {"\"v\"", "never marked"}, "a step with one gradient unmarked");
+  twice.grad_ready("w", cudaStreamLegacy);
+  expect_throws<usage_error>([&] { twice.grad_ready("w", cudaStreamLegacy); }, {"\"w\"", "twice"}, "grad_ready twice");
+  expect_throws<usage_error>([&] { twice.step(cudaStreamLegacy); }, {"\"v\"", "never marked"}, "a step with one gradient unmarked");
   expect_throws<binding_error>([&] { twice.index("nothing"); }, {"\"nothing\"", "rank 0"}, "an unknown name");
 }
 

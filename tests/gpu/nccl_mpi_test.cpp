@@ -102,9 +102,14 @@ static_assert(strata::CommContext<strata::group_context<strata::nccl::context>>)
 
 /// A mesh over the nccl backend: every rank one pipeline stage. The driver's messages are
 /// device memory; stage s adds s + 1 to the activation, and gradients come back unchanged.
+/// (Synchronous copies stand in for kernels here; tests/simdev/model_parallel_test.cpp has
+/// the asynchronous case.)
 void pipeline_on_device(strata::nccl::context& ctx) {
   strata::mesh grid(ctx, strata::mesh_shape{1, 1, ctx.size()});
-  auto pipe = strata::pipeline::make_driver(grid, std::vector<std::size_t>(static_cast<std::size_t>(ctx.size() - 1), 2));
+  cudaStream_t compute = nullptr;
+  strata::nccl::detail::check_cuda(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), "cudaStreamCreate", ctx.rank());
+  auto pipe = strata::pipeline::make_driver(grid, std::vector<std::size_t>(static_cast<std::size_t>(ctx.size() - 1), 2),
+                                            compute);
   auto& tp = grid.tensor().collectives();  // one rank: the all-reduce of a split layer is the identity
   const int rank = ctx.rank(), stages = ctx.size();
   auto host_of = [&](std::span<const float> device) {
@@ -118,7 +123,6 @@ void pipeline_on_device(strata::nccl::context& ctx) {
     const std::vector<float> host(device.size(), value);
     strata::nccl::detail::check_cuda(cudaMemcpy(device.data(), host.data(), device.size_bytes(), cudaMemcpyHostToDevice),
                                      "cudaMemcpy", rank);
-    grid.pipeline().collectives().depend_on(nullptr);
   };
   pipe.run(
       strata::pipeline::one_f_one_b{}, 3,
@@ -133,8 +137,9 @@ void pipeline_on_device(strata::nccl::context& ctx) {
         if (!pipe.first()) write(in_grad, g);
       });
   auto ones = to_device(tp, {1.0f, 1.0f});
-  strata::tensor_parallel::reduce_from_group::forward(grid.tensor(), std::span<float>(ones.get(), 2));
+  strata::tensor_parallel::reduce_from_group::forward(grid.tensor(), std::span<float>(ones.get(), 2), compute);
   expect(to_host(ones, 2, rank)[0] == 1.0f, "a one-rank tensor group's sum", rank);
+  strata::nccl::detail::check_cuda(cudaStreamDestroy(compute), "cudaStreamDestroy", rank);
 }
 
 /// Fewer GPUs than ranks on this machine: every rank must refuse, naming the ranks.

@@ -17,6 +17,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "deterministic.hpp"
 #include "strata/comm/sim/sim.hpp"
 #include "strata/sim/space.hpp"
 
@@ -36,15 +37,7 @@ void expect(bool holds, const std::string& what) {
   if (!holds) throw std::runtime_error("expected: " + what);
 }
 
-/// Deterministic values in [-1, 1).
-std::vector<float> values(std::size_t n, std::uint32_t seed) {
-  std::vector<float> v(n);
-  for (float& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = static_cast<float>(seed >> 8) / static_cast<float>(1u << 23) - 1.0f;
-  }
-  return v;
-}
+using strata_test::values;
 
 /// Rank r's gradient of a variable at a micro-batch, in T.
 template <class T>
@@ -293,13 +286,21 @@ TEST_CASE("simdev executor: a forgotten stream is refused, naming the call", "[s
                         exec.grad_ready("a", nullptr);
                       }),
                       Contains("grad_ready(\"a\") was given no stream"));
+  REQUIRE_THROWS_WITH(one_variable_job(2, fast(), [&](auto& exec, auto&, sim::stream_t, sim::communicator&) {
+                        exec.step(nullptr);
+                      }),
+                      Contains("step() was given no stream"));
+  REQUIRE_THROWS_WITH(one_variable_job(2, fast(), [&](auto& exec, auto&, sim::stream_t, sim::communicator&) {
+                        exec.parameters_ready(nullptr);
+                      }),
+                      Contains("parameters_ready() was given no stream") && Contains("cudaStreamLegacy"));
   REQUIRE_THROWS_WITH(sim::run(2, fast(), [&](sim::communicator& comm, sim::device& d) {
                         sim::owned_stream compute(d, "compute");
                         const optim::sgd opt{.lr = 0.1f};
                         tracked<float, optim::sgd> a("a", 1, 10, opt, compute);
                         auto exec = make_executor(comm, {a.binding<Dense>()}, opt);  // no initialized_on
                       }),
-                      Contains("depend_on") && Contains("no stream given"));
+                      Contains("the options' initialized_on was given no stream"));
 }
 
 TEST_CASE("simdev executor: host memory bound as device memory is refused, naming the variable", "[simdev]") {

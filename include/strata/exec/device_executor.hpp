@@ -93,7 +93,9 @@ template <class Stream>
 struct device_executor_options {
   sync::bucket_options buckets;
   /// The stream that initialized the parameters: the constructor's broadcast from rank 0
-  /// waits for it. On CUDA the legacy default stream (null) waits for all blocking streams.
+  /// waits for it. Required, as every stream the executor takes: a null stream is refused
+  /// (on CUDA, cudaStreamLegacy names the legacy default stream, which waits for all
+  /// blocking streams).
   Stream initialized_on{};
   /// Micro-batches per update: each bucket's gradients of the first K-1 micro-batches are
   /// summed in fp32 on the GPU, and only the K-th communicates; the update averages over
@@ -200,7 +202,7 @@ class device_executor {
                                                                          accumulation_steps(), optimizer_),
                                           [this](auto mine, auto all) { allgather_from_host(mine, all); }));
     events_.resize(variables_.size());
-    comm_.depend_on(options.initialized_on);
+    comm_.depend_on(given(options.initialized_on, [] { return "the options' initialized_on"; }));
     for (device_variable_binding& v : variables_) broadcast(v);
     plan(options.buckets);
     record(updated_, comm_.stream(), [] { return std::string("the start-up"); });
@@ -228,7 +230,7 @@ class device_executor {
   /// its stream; but once one variable of a step is marked, all must be.
   void grad_ready(std::size_t v, stream_t stream) {
     require_parameters_ready("grad_ready");
-    launcher l{*this, stream};
+    launcher l{*this, given(stream, [&] { return "grad_ready(\"" + variables_[v].name + "\")"; })};
     driver_.grad_ready(v, l);
   }
   void grad_ready(std::string_view name, stream_t stream) { grad_ready(index(name), stream); }
@@ -243,8 +245,9 @@ class device_executor {
   /// deadline, until step k-2 has finished on the device. Unbounded, the host would enqueue
   /// until the device's launch queue filled and then block inside a CUDA call, where no
   /// deadline runs; bounded, a stalled peer ends in timeout_error here.
-  bool step(stream_t stream = {}) {
+  bool step(stream_t stream) {
     require_parameters_ready("step");
+    given(stream, [] { return "step()"; });
     event& ended = step_ends_[steps_taken_ % step_ends_.size()];
     if (steps_taken_ >= step_ends_.size()) comm_.wait_event(ended, "step()");
     launcher l{*this, stream};
@@ -260,7 +263,7 @@ class device_executor {
   /// the forward pass that reads the parameters. It also orders the next gradients' writes
   /// after this step's reads of them.
   void parameters_ready(stream_t stream) {
-    Space::wait(stream, updated_, [] { return std::string("parameters_ready"); }, comm_.rank());
+    Space::wait(given(stream, [] { return "parameters_ready()"; }), updated_, [] { return std::string("parameters_ready"); }, comm_.rank());
     parameters_ready_ = true;
   }
 
@@ -471,6 +474,20 @@ class device_executor {
                         "() of a new step without parameters_ready(stream) since the last step(); call it before the "
                         "forward pass (or the next micro-batch), so that the new gradients are written only after "
                         "the last ones were read");
+  }
+
+  /// `stream`, refused when null: on CUDA that is the legacy default stream, which a user
+  /// who forgot to pass a stream gets silently, and which orders against every blocking
+  /// stream (a stall, or a race where a non-blocking stream was meant).
+  /// `what()` names the call for the message.
+  template <class What>
+  stream_t given(stream_t stream, What&& what) const {
+    if (!stream)
+      throw usage_error(std::string(Space::executor_name) + " on rank " + std::to_string(comm_.rank()) + ": " +
+                        std::string(what()) +
+                        " was given no stream; pass the stream whose work it orders against (on CUDA, "
+                        "cudaStreamLegacy names the legacy default stream)");
+    return stream;
   }
 
   // Kernels launch on the current device, which must be the communicator's.

@@ -11,6 +11,13 @@
 //            [&](int i, std::span<const float> dout, std::span<float> din) { ... });  // backward
 //   exec.step();  // or one step() per backward with accumulation_steps = micro-batches
 //
+// On a backend whose buffers are device memory (nccl, sim) the driver also takes the
+// stream the callbacks' kernels run on, make_driver(mesh, sizes, compute): a message is
+// received before its callback is called (the host has seen it land, so kernels on any
+// stream read it whole); after each callback the communicator's stream waits for the
+// compute stream's work so far, so a send reads the finished output and a buffer is freed
+// (in order on the communicator's stream) only after the kernels that read it.
+//
 // Schedules (the order of one stage's work; every stage does each micro-batch's forward
 // and backward once):
 // - gpipe: every forward, then every backward. A stage holds the activations of all m
@@ -31,6 +38,7 @@
 #include <span>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <fmt/format.h>
@@ -119,6 +127,20 @@ struct driver_options {
   std::function<std::string(int stage)> describe;
 };
 
+namespace detail {
+/// The stream the user's callbacks run on: a device backend's stream type; nothing for a
+/// host backend, whose callbacks are done when they return.
+template <class C>
+struct compute_stream {
+  using type = std::monostate;
+};
+template <class C>
+  requires(!HostBuffers<C>)
+struct compute_stream<C> {
+  using type = decltype(std::declval<C&>().stream());
+};
+}  // namespace detail
+
 /// Runs one stage of a pipeline over `stages`, the pipeline group (a CommContext whose rank
 /// i is stage i; mesh::pipeline()).
 template <CommContext Context>
@@ -126,10 +148,21 @@ class driver {
   using comm_type = std::remove_reference_t<decltype(std::declval<Context&>().collectives())>;
 
  public:
+  using stream_type = typename detail::compute_stream<comm_type>::type;
+
   /// `boundaries[s]`: the elements of one micro-batch's activation that stage s hands to
   /// stage s + 1 (one entry per boundary: stages - 1 of them, equal on every stage).
   driver(Context& stages, std::vector<std::size_t> boundaries, driver_options options = {})
-      : group_(&stages), boundaries_(std::move(boundaries)), options_(std::move(options)) {
+    requires HostBuffers<comm_type>
+      : driver(stages, std::move(boundaries), stream_type{}, std::move(options)) {}
+
+  /// On a device backend: `compute` is the stream the callbacks' kernels run on.
+  driver(Context& stages, std::vector<std::size_t> boundaries, stream_type compute, driver_options options = {})
+      : group_(&stages), boundaries_(std::move(boundaries)), options_(std::move(options)), compute_(compute) {
+    if constexpr (!HostBuffers<comm_type>)
+      if (!compute)
+        throw usage_error("pipeline::driver: no compute stream given; pass the stream the forward and backward "
+                          "callbacks launch their kernels on (a null stream would be CUDA's legacy default stream)");
     if (!options_.describe) {
       if constexpr (requires { stages.describe(0); }) options_.describe = [&stages](int s) { return stages.describe(s); };
       else options_.describe = [](int s) { return fmt::format("stage {}", s); };
@@ -170,6 +203,7 @@ class driver {
         if (!first()) receive(input, stage() - 1, forward_tag, w);
         buffer& output = outgoing(out_size);
         timed(stats, [&] { forward(w.micro_batch, const_view(input), view(output)); });
+        after_compute();
         if (!last()) send(output, stage() + 1, forward_tag, w);
         stats.max_in_flight = std::max(stats.max_in_flight, ++in_flight);
       } else {
@@ -177,6 +211,7 @@ class driver {
         if (!last()) receive(output_grad, stage() + 1, backward_tag, w);
         buffer& input_grad = outgoing(in_size);
         timed(stats, [&] { backward(w.micro_batch, const_view(output_grad), view(input_grad)); });
+        after_compute();
         if (!first()) send(input_grad, stage() - 1, backward_tag, w);
         input = make_buffer(0);  // the activation is no longer needed
         --in_flight;
@@ -199,6 +234,7 @@ class driver {
       if (!first()) receive(input, stage() - 1, forward_tag, {pass::forward, i});
       buffer& output = outgoing(output_size());
       timed(stats, [&] { forward(i, const_view(input), view(output)); });
+      after_compute();  // before the next receive overwrites input
       if (!last()) send(output, stage() + 1, forward_tag, {pass::forward, i});
     }
     return finish(stats, start);
@@ -214,6 +250,13 @@ class driver {
   /// Elements of one micro-batch's activation this stage receives, and sends (0 at the ends).
   std::size_t input_size() const { return first() ? 0 : boundaries_[static_cast<std::size_t>(stage() - 1)]; }
   std::size_t output_size() const { return last() ? 0 : boundaries_[static_cast<std::size_t>(stage())]; }
+
+  /// After a callback, on a device backend: the communicator's stream waits for the compute
+  /// stream's work so far, before it sends the callback's output or frees or overwrites a
+  /// buffer the callback's kernels read.
+  void after_compute() {
+    if constexpr (!HostBuffers<comm_type>) comm().depend_on(compute_);
+  }
 
   /// Runs `f`, one of the user's callbacks, adding its time to stats.compute_seconds.
   template <class F>
@@ -298,6 +341,7 @@ class driver {
   Context* group_;
   std::vector<std::size_t> boundaries_;
   driver_options options_;
+  [[no_unique_address]] stream_type compute_;
   std::int64_t runs_ = 0;
   std::deque<buffer> sent_;  // a deque: growing it keeps earlier buffers in place
   std::vector<pending_send> sends_;
@@ -308,6 +352,13 @@ class driver {
 template <class Mesh>
 auto make_driver(Mesh& grid, std::vector<std::size_t> boundaries, driver_options options = {}) {
   return driver(grid.pipeline(), std::move(boundaries), std::move(options));
+}
+/// On a device backend (nccl, sim): `compute` is the stream the callbacks' kernels run on.
+template <class Mesh, class Stream>
+auto make_driver(Mesh& grid, std::vector<std::size_t> boundaries, Stream compute, driver_options options = {})
+  requires(!std::is_same_v<Stream, driver_options>)
+{
+  return driver(grid.pipeline(), std::move(boundaries), compute, std::move(options));
 }
 
 }  // namespace strata::pipeline

@@ -22,6 +22,11 @@
 // on a backend that can test a request (MPI, loopback) every rank says it arrived, and a
 // rank that waits longer than the group's timeout names the ranks that did not arrive, with
 // their mesh coordinates, and ends the job, as the executor's and the pipeline's deadlines do.
+//
+// On a backend whose buffers are device memory (nccl, sim) the all-reducing calls also take
+// the stream whose kernels wrote the data: the communicator's stream waits for it before
+// the all-reduce reads, and the call returns once the result has landed (the host has seen
+// it), so kernels queued afterwards on any stream read it whole.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -61,16 +66,27 @@ inline shard shard_of(std::size_t extent, int size, int rank, std::string_view w
   return {static_cast<std::size_t>(rank) * (extent / n), extent / n};
 }
 
+/// A tensor group whose buffers are device memory, and the type of its streams.
+template <class Group>
+concept DeviceGroup = CommContext<Group> && !HostBuffers<collectives_of<Group>>;
+template <DeviceGroup Group>
+using stream_of = decltype(std::declval<collectives_of<Group>&>().stream());
+
 namespace detail {
 inline void require_rows(std::size_t elements, std::size_t rows, std::string_view call) {
   if (rows == 0 || elements % rows != 0)
     throw usage_error(fmt::format("tensor_parallel::{}: {} elements do not form {} rows", call, elements, rows));
 }
 
-template <CommContext Group>
-void allreduce_sum(Group& group, std::span<float> data, std::string_view call) {
+/// The all-reduce; on a device group, after the work queued on `producer` (the stream
+/// whose kernels wrote `data`).
+template <CommContext Group, class... Producer>
+void allreduce_sum(Group& group, std::span<float> data, std::string_view call, Producer... producer) {
   collective_within_deadline(group, fmt::format("the tensor group's all-reduce of {} floats ({})", data.size(), call),
-                             [&](auto& comm) { return comm.iallreduce_sum(data); });
+                             [&](auto& comm) {
+                               (comm.depend_on(producer), ...);
+                               return comm.iallreduce_sum(data);
+                             });
 }
 
 template <CommContext Group>
@@ -80,28 +96,40 @@ void allgather(Group& group, std::span<const float> mine, std::span<float> all, 
                              [&](auto& comm) { return comm.iallgather(mine, all); });
 }
 
+/// `compute`, refused when null (CUDA's legacy default stream, which orders nothing here).
+template <class Stream>
+Stream given(Stream compute, std::string_view call) {
+  if (!compute)
+    throw usage_error(fmt::format("tensor_parallel::{}: no stream given; pass the stream whose kernels wrote the data",
+                                  call));
+  return compute;
+}
+
 /// STRATA_DEBUG=detail: every rank of the group must hold the same `values` (`what`: a
 /// whole input, a whole output gradient). Throws usage_error on every rank, naming the
 /// ranks whose values differ from the group's rank 0's.
 template <CommContext Group>
 void require_alike(Group& group, std::span<const float> values, std::string_view call, std::string_view what) {
-  if (!debug_detail()) return;
-  // The fingerprint travels as two 16-bit halves, which floats hold exactly, through the
-  // group's bounded all-gather.
-  const std::uint32_t mine = fingerprint_of(values);
-  const std::array<float, 2> halves = {static_cast<float>(mine >> 16), static_cast<float>(mine & 0xFFFFu)};
-  std::vector<float> all(2 * static_cast<std::size_t>(group.control().size()));
-  allgather(group, halves, all, call);
-  std::vector<std::string> differ;
-  for (std::size_t r = 1; 2 * r < all.size(); ++r)
-    if (all[2 * r] != all[0] || all[2 * r + 1] != all[1])
-      differ.push_back(describe_job_rank(group, job_rank(group, static_cast<int>(r))));
-  if (!differ.empty())
-    throw usage_error(fmt::format("tensor_parallel::{} (STRATA_DEBUG=detail): {} of the tensor group hold{} another {} than "
-                                  "{}; every rank of a tensor group must read the same batch and compute alike what is not "
-                                  "split",
-                                  call, fmt::join(differ, ", "), differ.size() == 1 ? "s" : "", what,
-                                  describe_job_rank(group, job_rank(group, 0))));
+  // The fingerprint is taken on the host, so values in device memory are not checked.
+  if constexpr (HostBuffers<collectives_of<Group>>) {
+    if (!debug_detail()) return;
+    // The fingerprint travels as two 16-bit halves, which floats hold exactly, through the
+    // group's bounded all-gather.
+    const std::uint32_t mine = fingerprint_of(values);
+    const std::array<float, 2> halves = {static_cast<float>(mine >> 16), static_cast<float>(mine & 0xFFFFu)};
+    std::vector<float> all(2 * static_cast<std::size_t>(group.control().size()));
+    allgather(group, halves, all, call);
+    std::vector<std::string> differ;
+    for (std::size_t r = 1; 2 * r < all.size(); ++r)
+      if (all[2 * r] != all[0] || all[2 * r + 1] != all[1])
+        differ.push_back(describe_job_rank(group, job_rank(group, static_cast<int>(r))));
+    if (!differ.empty())
+      throw usage_error(fmt::format("tensor_parallel::{} (STRATA_DEBUG=detail): {} of the tensor group hold{} another {} than "
+                                    "{}; every rank of a tensor group must read the same batch and compute alike what is not "
+                                    "split",
+                                    call, fmt::join(differ, ", "), differ.size() == 1 ? "s" : "", what,
+                                    describe_job_rank(group, job_rank(group, 0))));
+  }
 }
 }  // namespace detail
 
@@ -115,8 +143,14 @@ struct copy_to_group {
   }
   /// Each rank's input gradient holds its shard's share; every rank needs their sum.
   template <CommContext Group>
+    requires(!DeviceGroup<Group>)
   static void backward(Group& group, std::span<float> input_grad) {
     detail::allreduce_sum(group, input_grad, "copy_to_group::backward");
+  }
+  /// On a device group: `compute` is the stream whose kernels wrote input_grad.
+  template <DeviceGroup Group>
+  static void backward(Group& group, std::span<float> input_grad, stream_of<Group> compute) {
+    detail::allreduce_sum(group, input_grad, "copy_to_group::backward", detail::given(compute, "copy_to_group::backward"));
   }
 };
 
@@ -124,8 +158,15 @@ struct copy_to_group {
 struct reduce_from_group {
   /// Each rank holds a partial sum of the output; every rank needs the whole.
   template <CommContext Group>
+    requires(!DeviceGroup<Group>)
   static void forward(Group& group, std::span<float> partial_output) {
     detail::allreduce_sum(group, partial_output, "reduce_from_group::forward");
+  }
+  /// On a device group: `compute` is the stream whose kernels wrote partial_output.
+  template <DeviceGroup Group>
+  static void forward(Group& group, std::span<float> partial_output, stream_of<Group> compute) {
+    detail::allreduce_sum(group, partial_output, "reduce_from_group::forward",
+                          detail::given(compute, "reduce_from_group::forward"));
   }
   /// The output's gradient is whole on every rank already: nothing moves (with
   /// STRATA_DEBUG=detail, the group checks that it is equal on its ranks).

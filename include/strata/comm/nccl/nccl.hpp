@@ -168,9 +168,17 @@ class comm_state {
     config.blocking = 0;
     const ncclResult_t started = initiate(&state->comm_, &config);
     if (started != ncclSuccess && started != ncclInProgress) state->fail(started, call);
-    if (parent) parent->settle(call, state->deadline());
-    if (!state->comm_) throw comm_error(std::string(call) + on_rank(rank) + " finished without a communicator");
-    state->settle(call, state->deadline());
+    try {
+      if (parent) parent->settle(call, state->deadline());
+      if (!state->comm_) throw comm_error(std::string(call) + on_rank(rank) + " finished without a communicator");
+      state->settle(call, state->deadline());
+    } catch (...) {
+      // A split that failed or timed out leaves neither communicator usable (the parent's
+      // bootstrap may still wait in it): both are aborted, so no peer waits on either.
+      state->abort(std::string(call) + " failed");
+      if (parent) parent->abort("a split from it failed");
+      throw;
+    }
     state->check(ncclCommUserRank(state->comm_, &state->rank_), "ncclCommUserRank");
     state->check(ncclCommCount(state->comm_, &state->size_), "ncclCommCount");
     check_cuda(cudaStreamCreateWithFlags(&state->stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", state->rank_);

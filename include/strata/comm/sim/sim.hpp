@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "strata/comm/communicator.hpp"
+#include "strata/comm/loopback/loopback.hpp"
 #include "strata/detail/text.hpp"
 #include "strata/error.hpp"
 #include "strata/numeric/float16.hpp"
@@ -584,12 +585,47 @@ class communicator {
   std::shared_ptr<state> state_;
 };
 
-/// Runs `body(communicator&, device&)` on `size` threads, one per rank, each with a device
-/// of its own made from `options` (each rank's seed differs); rethrows the first failure
-/// after every thread has finished (a failing rank aborts the others' communicators).
+/// One rank's communicators, as nccl::context's: the collectives on the simulated device
+/// with NCCL's semantics; the parameter server and the control channel (handshakes,
+/// deadlines, checkpoints) over loopback, host memory, as nccl::context's go over MPI. So a
+/// mesh, the pipeline driver and the tensor-parallel helpers run over it as over NCCL.
+class context {
+ public:
+  context(communicator collectives, loopback::world& parameter_server, loopback::world& control)
+      : worlds_{&control, &parameter_server}, collectives_(std::move(collectives)),
+        parameter_server_(parameter_server.rank(collectives_.rank())), control_(control.rank(collectives_.rank())) {}
+
+  int rank() const { return control_.rank(); }
+  int size() const { return control_.size(); }
+  /// This rank's simulated GPU: every buffer given to collectives() lives there.
+  sim::device& device() const { return collectives_.device(); }
+
+  communicator& collectives() { return collectives_; }
+  loopback::communicator& parameter_server() { return parameter_server_; }
+  loopback::communicator& control() { return control_; }
+
+  /// Gives up on the job: this rank's device operations fail, and every rank's host waits
+  /// (the control world first: its record names the rank that gave up, see run()).
+  void abort() {
+    collectives_.abort("the job was aborted");
+    for (loopback::world* w : worlds_) w->abort(rank());
+  }
+
+ private:
+  loopback::world* worlds_[2];  // control first
+  communicator collectives_;
+  loopback::communicator parameter_server_, control_;
+};
+
+/// Runs `body` on `size` threads, one per rank, each with a device of its own made from
+/// `options` (each rank's seed differs): `body(communicator&, device&)` with the sim
+/// communicator alone, or `body(context&, device&)` with a whole context (a mesh's world).
+/// Rethrows the first failure after every thread has finished (a failing rank aborts the
+/// others); a rank that gave up on purpose (a deadline) is the cause, whatever failed first.
 template <class Body>
 void run(int size, device_options options, Body body) {
   auto w = std::make_shared<world>(size);
+  loopback::world parameter_server(size), control(size);
   std::vector<std::exception_ptr> failures(static_cast<std::size_t>(size));
   std::mutex first_mutex;
   int first = -1;
@@ -602,19 +638,38 @@ void run(int size, device_options options, Body body) {
         try {
           device d(mine);
           communicator comm(w, r, d, {mine.timeout});
-          body(comm, d);
+          if constexpr (std::is_invocable_v<Body&, context&, device&>) {
+            context c(std::move(comm), parameter_server, control);
+            body(c, d);
+          } else {
+            body(comm, d);
+          }
         } catch (...) {
           failures[static_cast<std::size_t>(r)] = std::current_exception();
           std::lock_guard lock(first_mutex);
           if (first < 0) {
             first = r;
             for (int other = 0; other < size; ++other) w->abort(other);
+            control.abort(r);
+            parameter_server.abort(r);
           }
         }
       });
     for (std::thread& t : threads) t.join();
   }
-  if (first >= 0) std::rethrow_exception(failures[static_cast<std::size_t>(first)]);
+  const int gave_up = control.aborted_by();
+  const int cause = gave_up >= 0 && failures[static_cast<std::size_t>(gave_up)] ? gave_up : first;
+  if (cause >= 0) std::rethrow_exception(failures[static_cast<std::size_t>(cause)]);
 }
 
+static_assert(CommContext<context>);
+
 }  // namespace strata::sim
+
+namespace strata {
+/// The sim backend's buffers are its simulated GPU's memory, as NCCL's are its GPU's.
+template <>
+struct buffer_memory<sim::communicator> {
+  using type = device_memory;
+};
+}  // namespace strata
