@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The unit tests (loopback ranks as threads) and the simulated device's (simdev) under
-# AddressSanitizer + UndefinedBehaviorSanitizer and under ThreadSanitizer, then each libFuzzer
-# target (the strategy-string parser, the checkpoint reader, the safetensors reader) for
-# FUZZ_SECONDS (default 15). A crash stops the script; its input, saved by libFuzzer,
-# belongs in tests/fuzz/corpus/<target>/ as a regression test.
+# AddressSanitizer + UndefinedBehaviorSanitizer and under ThreadSanitizer, then the libFuzzer
+# targets (the strategy-string parser, the checkpoint reader, the safetensors reader) side by
+# side for FUZZ_SECONDS (default 15). A crash fails the script once all have ended; its
+# input, saved by libFuzzer, belongs in tests/fuzz/corpus/<target>/ as a regression test.
 # Each runs in its own build folder; examples and benchmarks are not built here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,10 +26,24 @@ TSAN_OPTIONS=halt_on_error=1 run_sanitized build-tsan "-O1 -fsanitize=thread" "t
 
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
       -DSTRATA_BUILD_TESTS=OFF -DSTRATA_BUILD_EXAMPLES=OFF -DSTRATA_BUILD_BENCHMARKS=OFF -DSTRATA_BUILD_FUZZERS=ON
-for target in strategy_string checkpoint_reader safetensors_reader; do
-  cmake --build build-fuzz --target "${target}_fuzzer"
+fuzzers=(strategy_string checkpoint_reader safetensors_reader)
+cmake --build build-fuzz -j "$(nproc)" --target "${fuzzers[@]/%/_fuzzer}"
+# The fuzzers run side by side (one core each), each into its own log, shown as it ends.
+pids=()
+for target in "${fuzzers[@]}"; do
   corpus=build-fuzz/corpus/$target
   mkdir -p "$corpus"
   cp tests/fuzz/corpus/$target/* "$corpus/"
-  build-fuzz/tests/fuzz/${target}_fuzzer -max_total_time="$fuzz_seconds" -max_len="$([[ $target == strategy_string ]] && echo 256 || echo 4096)" "$corpus"
+  build-fuzz/tests/fuzz/${target}_fuzzer -max_total_time="$fuzz_seconds" \
+    -max_len="$([[ $target == strategy_string ]] && echo 256 || echo 4096)" "$corpus" > "build-fuzz/$target.log" 2>&1 &
+  pids+=($!)
 done
+failed=0
+for i in "${!fuzzers[@]}"; do
+  status=0
+  wait "${pids[$i]}" || status=$?
+  echo "== ${fuzzers[$i]}_fuzzer (exit $status) =="
+  tail -n 40 "build-fuzz/${fuzzers[$i]}.log"
+  [[ $status -eq 0 ]] || failed=1
+done
+exit $failed
