@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <map>
 #include <span>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
 
 #include "strata/comm/pacing.hpp"
+#include "strata/error.hpp"
 #include "strata/model/memory.hpp"
 #include "strata/numeric/float16.hpp"
 
@@ -178,6 +180,21 @@ using buffer_memory_t = typename buffer_memory<C>::type;
 /// A communicator whose buffers are host memory, which the host may read and write.
 template <class C>
 concept HostBuffers = std::same_as<buffer_memory_t<C>, host_memory>;
+
+/// `stream`, refused when null. On CUDA a null stream is the legacy default stream: a caller
+/// who forgot the argument gets it silently, and it orders against every blocking stream (a
+/// stall, or a race where a non-blocking stream was meant). `caller` names the call for the
+/// message (a string, or a callable that builds one only on failure); `role` says which
+/// stream belongs there.
+template <class Stream, class Caller>
+Stream require_stream(Stream stream, Caller&& caller, std::string_view role) {
+  if (stream) return stream;
+  std::string who;
+  if constexpr (std::invocable<Caller&>) who = std::string(caller());
+  else who = std::string(caller);
+  throw usage_error(who + ": no stream given; pass " + std::string(role) +
+                    " (on CUDA, cudaStreamLegacy names the legacy default stream)");
+}
 
 /// Every capability: what the host backends (mpi, loopback) model and host synchronizers use.
 template <class C>

@@ -75,6 +75,7 @@
 #include <vector>
 
 #include "strata/ckpt/state.hpp"
+#include "strata/comm/communicator.hpp"
 #include "strata/error.hpp"
 #include "strata/exec/device_signature.hpp"
 #include "strata/exec/device_step.hpp"
@@ -263,7 +264,8 @@ class device_executor {
   /// the forward pass that reads the parameters. It also orders the next gradients' writes
   /// after this step's reads of them.
   void parameters_ready(stream_t stream) {
-    Space::wait(given(stream, [] { return "parameters_ready()"; }), updated_, [] { return std::string("parameters_ready"); }, comm_.rank());
+    Space::wait(given(stream, [] { return "parameters_ready()"; }), updated_,
+                [] { return std::string("parameters_ready"); }, comm_.rank());
     parameters_ready_ = true;
   }
 
@@ -476,18 +478,13 @@ class device_executor {
                         "the last ones were read");
   }
 
-  /// `stream`, refused when null: on CUDA that is the legacy default stream, which a user
-  /// who forgot to pass a stream gets silently, and which orders against every blocking
-  /// stream (a stall, or a race where a non-blocking stream was meant).
-  /// `what()` names the call for the message.
+  /// `stream`, refused when null (require_stream); `what()` names the call.
   template <class What>
   stream_t given(stream_t stream, What&& what) const {
-    if (!stream)
-      throw usage_error(std::string(Space::executor_name) + " on rank " + std::to_string(comm_.rank()) + ": " +
-                        std::string(what()) +
-                        " was given no stream; pass the stream whose work it orders against (on CUDA, "
-                        "cudaStreamLegacy names the legacy default stream)");
-    return stream;
+    const auto caller = [&] {
+      return std::string(Space::executor_name) + " on rank " + std::to_string(comm_.rank()) + ": " + std::string(what());
+    };
+    return require_stream(stream, caller, "the stream whose work it orders against");
   }
 
   // Kernels launch on the current device, which must be the communicator's.

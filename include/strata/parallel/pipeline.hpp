@@ -160,9 +160,7 @@ class driver {
   driver(Context& stages, std::vector<std::size_t> boundaries, stream_type compute, driver_options options = {})
       : group_(&stages), boundaries_(std::move(boundaries)), options_(std::move(options)), compute_(compute) {
     if constexpr (!HostBuffers<comm_type>)
-      if (!compute)
-        throw usage_error("pipeline::driver: no compute stream given; pass the stream the forward and backward "
-                          "callbacks launch their kernels on (a null stream would be CUDA's legacy default stream)");
+      require_stream(compute, "pipeline::driver", "the stream the forward and backward callbacks launch their kernels on");
     if (!options_.describe) {
       if constexpr (requires { stages.describe(0); }) options_.describe = [&stages](int s) { return stages.describe(s); };
       else options_.describe = [](int s) { return fmt::format("stage {}", s); };

@@ -96,15 +96,6 @@ void allgather(Group& group, std::span<const float> mine, std::span<float> all, 
                              [&](auto& comm) { return comm.iallgather(mine, all); });
 }
 
-/// `compute`, refused when null (CUDA's legacy default stream, which orders nothing here).
-template <class Stream>
-Stream given(Stream compute, std::string_view call) {
-  if (!compute)
-    throw usage_error(fmt::format("tensor_parallel::{}: no stream given; pass the stream whose kernels wrote the data",
-                                  call));
-  return compute;
-}
-
 /// STRATA_DEBUG=detail: every rank of the group must hold the same `values` (`what`: a
 /// whole input, a whole output gradient). Throws usage_error on every rank, naming the
 /// ranks whose values differ from the group's rank 0's.
@@ -131,6 +122,9 @@ void require_alike(Group& group, std::span<const float> values, std::string_view
                                     describe_job_rank(group, job_rank(group, 0))));
   }
 }
+/// What a device group's stream must be, for require_stream's message.
+inline constexpr std::string_view wrote_the_data = "the stream whose kernels wrote the data";
+
 }  // namespace detail
 
 /// Megatron's f: the input of a column-parallel layer.
@@ -150,7 +144,8 @@ struct copy_to_group {
   /// On a device group: `compute` is the stream whose kernels wrote input_grad.
   template <DeviceGroup Group>
   static void backward(Group& group, std::span<float> input_grad, stream_of<Group> compute) {
-    detail::allreduce_sum(group, input_grad, "copy_to_group::backward", detail::given(compute, "copy_to_group::backward"));
+    detail::allreduce_sum(group, input_grad, "copy_to_group::backward",
+                          require_stream(compute, "tensor_parallel::copy_to_group::backward", detail::wrote_the_data));
   }
 };
 
@@ -166,7 +161,7 @@ struct reduce_from_group {
   template <DeviceGroup Group>
   static void forward(Group& group, std::span<float> partial_output, stream_of<Group> compute) {
     detail::allreduce_sum(group, partial_output, "reduce_from_group::forward",
-                          detail::given(compute, "reduce_from_group::forward"));
+                          require_stream(compute, "tensor_parallel::reduce_from_group::forward", detail::wrote_the_data));
   }
   /// The output's gradient is whole on every rank already: nothing moves (with
   /// STRATA_DEBUG=detail, the group checks that it is equal on its ranks).
