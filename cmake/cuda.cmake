@@ -35,24 +35,6 @@ target_compile_features(strata_cuda INTERFACE cxx_std_20 cuda_std_20)
 target_compile_options(strata_cuda INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
 target_link_libraries(strata_cuda INTERFACE CUDA::cudart CUDA::cublas)
 
-# strata_header_check(<target> <extension> <headers...>): an object library of one generated
-# translation unit per header (.cu: compiled by nvcc; .cpp: by the C++ compiler), so every
-# header is proven to compile on its own (CUTLASS's way; VERIFY_INTERFACE_HEADER_SETS
-# compiles C++ only). The caller links what the headers need.
-function(strata_header_check target extension)
-  set(tus)
-  foreach(header IN LISTS ARGN)
-    file(RELATIVE_PATH relative "${PROJECT_SOURCE_DIR}/include" "${header}")
-    string(MAKE_C_IDENTIFIER "${relative}" name)
-    set(tu "${PROJECT_BINARY_DIR}/header_check/${name}.${extension}")
-    file(CONFIGURE OUTPUT "${tu}" CONTENT "#include <${relative}>\n")
-    list(APPEND tus "${tu}")
-  endforeach()
-  add_library(${target} OBJECT ${tus})
-  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>
-                                           $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
-endfunction()
-
 # --- Where NCCL and cuDNN live ---------------------------------------------------------
 # In this order: NCCL_ROOT / CUDNN_ROOT (CMake variables or environment), the nvidia/nccl and
 # nvidia/cudnn folders of Python's site-packages (PyPI's nvidia-nccl-cu13 and
